@@ -1,0 +1,58 @@
+"""Base classes of model-backend plugins."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from .batching import Batcher
+from .config import DEFAULT_MAX_BATCH
+from .records import Generation, GenerationRequest
+
+
+class Backend(ABC):
+    """Answers chat requests. ``target`` is the part of the model spec after ``name:``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, target: str = "", **options: Any):
+        self.target = target
+        self.options = options
+
+    @property
+    def model_id(self) -> str:
+        """How traces and leaderboards name the model."""
+        return f"{self.name}:{self.target}" if self.target else self.name
+
+    def load(self) -> None:  # noqa: B027 - optional hook
+        """Load weights or check the connection, so that errors surface before a run starts."""
+
+    def identity(self) -> dict[str, Any]:
+        """Model identity for run metadata (path, file hashes, manifest)."""
+        return {"backend": self.name, "target": self.target}
+
+    @abstractmethod
+    async def generate(self, request: GenerationRequest) -> Generation:
+        """Answer one request. Many calls may be awaited concurrently."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (models, connections)."""
+
+
+class BatchingBackend(Backend):
+    """A local backend: concurrent ``generate`` calls are coalesced into ``generate_batch``."""
+
+    def __init__(self, target: str = "", max_batch: int = DEFAULT_MAX_BATCH, **options: Any):
+        super().__init__(target, **options)
+        self.max_batch = int(max_batch)
+        self._batcher: Batcher | None = None
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if self._batcher is None:
+            self._batcher = Batcher(self.generate_batch, self.max_batch)
+        return await self._batcher.submit(request)
+
+    @abstractmethod
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """Answer requests that share sampling settings, in one forward pass where possible."""

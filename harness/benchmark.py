@@ -1,0 +1,33 @@
+"""Base class of benchmark plugins."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .records import Task
+from .testsuite import FunctionalSuite
+
+
+class Benchmark(ABC):
+    """A set of tasks (what systems see) and their hidden test suites (what the sandbox runs)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    splits: ClassVar[tuple[str, ...]] = ("test",)
+
+    def __init__(self, data_dir: Path | None = None):
+        self.data_dir = data_dir
+
+    @abstractmethod
+    def tasks(self, split: str = "test") -> list[Task]:
+        """The tasks of a split, in a stable order."""
+
+    @abstractmethod
+    def test_suite(self, task_id: str) -> FunctionalSuite:
+        """The hidden tests of one task."""
+
+    def dataset_info(self) -> dict[str, Any]:
+        """Name, version, source and hash of the data, recorded in each run's metadata."""
+        return {"name": self.name}

@@ -1,0 +1,299 @@
+"""The `corebench` command line."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import config as C
+from .errors import CorebenchError
+from .records import ExecutionResult, RunConfig, Solution
+from .registry import PluginWarning, default_plugins
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+class CorebenchGroup(click.Group):
+    """Turns CorebenchError into one line on stderr and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        warnings.showwarning = _show_warning
+        try:
+            return super().invoke(ctx)
+        except CorebenchError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=CorebenchGroup)
+@click.version_option(package_name="corebench")
+def main() -> None:
+    """corebench: evaluate code-generation agents (benchmarks x systems x models)."""
+
+
+def _int_list(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    try:
+        ks = sorted({int(v) for v in value.split(",") if v.strip()})
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not ks or min(ks) < 1:
+        raise click.BadParameter("k values must be positive")
+    return ks
+
+
+def _options(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        try:
+            parsed[key] = json.loads(raw)
+        except ValueError:
+            parsed[key] = raw
+    return parsed
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:80]
+
+
+@main.command()
+@click.option("--bench", "benchmark", required=True, help="Benchmark name (see `corebench list`).")
+@click.option("--system", required=True, help="Agent system name (see `corebench list`).")
+@click.option(
+    "--model",
+    default=C.DEFAULT_MODEL,
+    show_default=True,
+    help="Model spec: embedded | hf:PATH_OR_ID | BACKEND:TARGET, or per role: planner=hf:A,coder=hf:B.",
+)
+@click.option(
+    "--n",
+    "n",
+    type=click.IntRange(min=1),
+    default=C.DEFAULT_N,
+    show_default=True,
+    help="Samples per task.",
+)
+@click.option(
+    "--k",
+    "k",
+    default=",".join(map(str, C.DEFAULT_K)),
+    show_default=True,
+    callback=_int_list,
+    help="pass@k values, comma-separated.",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N tasks.")
+@click.option("--tasks", help="Comma-separated task ids (e.g. Mbpp/2,Mbpp/3).")
+@click.option("--split", default="test", show_default=True, help="Benchmark split.")
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0),
+    default=C.DEFAULT_TEMPERATURE,
+    show_default=True,
+    help="0 = greedy (deterministic).",
+)
+@click.option(
+    "--top-p",
+    type=click.FloatRange(0, 1),
+    default=C.DEFAULT_TOP_P,
+    show_default=True,
+    help="Nucleus sampling (when temperature > 0).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=C.DEFAULT_SEED,
+    show_default=True,
+    help="Sampling seed (per-sample seeds derive from it).",
+)
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    default=C.DEFAULT_MAX_NEW_TOKENS,
+    show_default=True,
+    help="Per model call.",
+)
+@click.option(
+    "-O",
+    "--option",
+    "system_options",
+    multiple=True,
+    callback=_options,
+    help="System option KEY=VALUE (repeatable).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="Run directory (default: runs/BENCH-SYSTEM-MODEL). Re-running resumes.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar=C.ENV_DATA_DIR,
+    help=f"Folder with offline benchmark files (env: {C.ENV_DATA_DIR}).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=C.DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Samples in flight (what backends can batch).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Progress bar (default: when stderr is a terminal).",
+)
+def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
+        split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,
+        system_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
+        progress: bool | None) -> None:  # fmt: skip
+    """Run SYSTEM on BENCH with MODEL, execute every solution in the sandbox, store the results."""
+    from .runner import Runner
+    from .store import Store
+    from .summary import format_summary, summarize
+
+    cfg = RunConfig(
+        benchmark=benchmark, system=system, model=model, n=n, k=k, limit=limit,
+        tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
+        split=split, temperature=temperature, top_p=top_p, seed=seed,
+        max_new_tokens=max_new_tokens, system_options=system_options,
+    )  # fmt: skip
+    if n > 1 and temperature == 0:
+        click.echo(
+            "warning: n > 1 with greedy decoding gives identical samples; set --temperature",
+            err=True,
+        )
+    out = out or C.DEFAULT_RUNS_DIR / _slug(f"{benchmark}-{system}-{model}")
+    bar = _ProgressBar(enabled=sys.stderr.isatty() if progress is None else progress)
+    runner = Runner(
+        cfg,
+        out,
+        data_dir=C.data_dir_setting(data_dir),
+        concurrency=concurrency,
+        on_sample=bar.update,
+    )
+    todo, done = runner.pending(_open_store(out))
+    if not todo:
+        click.echo(f"{out}: all {done} samples already finished; nothing to do", err=True)
+    else:
+        bar.start(len(todo))
+        try:
+            outcome = runner.run()
+        finally:
+            bar.close()
+        click.echo(
+            f"{out}: {outcome.completed} new samples in {outcome.wall_s:.1f} s ({outcome.already_done} already done)",
+            err=True,
+        )
+    store = Store(out, create=False)
+    click.echo(format_summary(summarize(store)))
+
+
+def _open_store(path: Path):
+    from .store import Store
+
+    return Store(path)
+
+
+class _ProgressBar:
+    """tqdm bar: samples done/total, pass rate so far, completion tokens per second, ETA."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        self.passed = self.done = self.tokens = 0
+        self.started = time.perf_counter()
+
+    def start(self, total: int) -> None:
+        if self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="sample", dynamic_ncols=True)
+            self.started = time.perf_counter()
+
+    def update(self, solution: Solution, result: ExecutionResult) -> None:
+        self.done += 1
+        self.passed += result.passed
+        self.tokens += solution.completion_tokens
+        if self.bar is not None:
+            elapsed = max(time.perf_counter() - self.started, 1e-9)
+            self.bar.set_postfix(
+                passed=f"{100 * self.passed / self.done:.0f}%", tok_s=f"{self.tokens / elapsed:.0f}"
+            )
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def show(run_dir: Path, as_json: bool) -> None:
+    """Print the summary of a run: pass@k, verdicts, runtime, memory, calls and tokens."""
+    from .store import Store
+    from .summary import format_summary, summarize
+
+    summary = summarize(Store(run_dir, create=False))
+    click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--jsonl",
+    "output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output file ('-' for stdout).",
+)
+def export(run_dir: Path, output: Path) -> None:
+    """Export every finished sample (solution, trace, execution result) as JSON lines."""
+    from .store import Store
+
+    store = Store(run_dir, create=False)
+    lines = (
+        json.dumps({"solution": s.model_dump(mode="json"), "result": r.model_dump(mode="json")})
+        for s, r in store.samples()
+    )
+    if str(output) == "-":
+        for line in lines:
+            click.echo(line)
+    else:
+        count = 0
+        with open(output, "w") as f:
+            for line in lines:
+                f.write(line + "\n")
+                count += 1
+        click.echo(f"wrote {count} samples to {output}", err=True)
+
+
+@main.command("list")
+def list_plugins() -> None:
+    """List every benchmark, system and backend, with the plugin and distribution it came from."""
+    plugins = default_plugins()
+    for kind, registry in plugins.kinds().items():
+        click.echo(f"{kind}s:")
+        for entry in registry:
+            origin = entry.origin
+            click.echo(
+                f"  {entry.name:<14} {entry.description}  [{origin.distribution} {origin.version}]"
+            )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    warnings.simplefilter("default", PluginWarning)
+    main()

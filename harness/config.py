@@ -1,0 +1,73 @@
+"""Every tunable constant of corebench in one place.
+
+Modules import names from here instead of writing literals, so a reader finds the defaults
+(and the environment variables that override them) in one file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# --- plugins ---------------------------------------------------------------------------------
+ENTRY_POINT_GROUP = "corebench"
+PLUGIN_PROJECT = "corebench"  # pluggy project name (hook markers)
+
+# --- locations ---------------------------------------------------------------------------------
+ENV_DATA_DIR = "COREBENCH_DATA_DIR"  # folder with offline copies of benchmark files
+ENV_CACHE_DIR = "COREBENCH_CACHE_DIR"  # converted models, reference outputs
+DEFAULT_RUNS_DIR = Path("runs")
+RESULTS_DB = "results.sqlite"
+
+
+def cache_dir() -> Path:
+    """Where corebench keeps derived files (converted models, reference outputs)."""
+    base = os.environ.get(ENV_CACHE_DIR) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "corebench"
+    )
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir_setting(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The data folder: the explicit argument, else $COREBENCH_DATA_DIR, else None (download)."""
+    value = explicit or os.environ.get(ENV_DATA_DIR)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def offline() -> bool:
+    """True when the user asked for no network (Hugging Face's own switches)."""
+    return any(
+        os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
+
+
+# --- runs ----------------------------------------------------------------------------------------
+DEFAULT_MODEL = "embedded"
+DEFAULT_N = 1
+DEFAULT_K = (1,)
+DEFAULT_TEMPERATURE = 0.0
+DEFAULT_TOP_P = 0.95
+DEFAULT_MAX_NEW_TOKENS = 512
+DEFAULT_SEED = 0
+DEFAULT_CONCURRENCY = 16  # tasks x samples in flight at once (what lets backends batch)
+DEFAULT_MAX_CALLS_PER_SAMPLE = 64  # budget a system cannot exceed per sample
+DEFAULT_MAX_TOKENS_PER_SAMPLE = 32_768  # completion tokens per sample, all calls together
+
+# --- batching (local backends) ----------------------------------------------------------------
+DEFAULT_MAX_BATCH = 16
+BATCH_SETTLE_TICKS = 8  # event-loop turns to wait for more requests before a batch starts
+
+# --- sandbox ---------------------------------------------------------------------------------------
+TIME_LIMIT_FACTOR = 4.0  # per-test limit = max(floor, factor x reference CPU time), as EvalPlus
+MIN_TIME_LIMIT_S = 1.0  # per-test floor
+WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start-up allowance
+STARTUP_ALLOWANCE_S = 5.0  # interpreter start and the solution's own imports
+MAX_TOTAL_TIME_S = 120.0  # no solution runs longer than this, whatever its tests
+DEFAULT_MEMORY_LIMIT_BYTES = 4 * 1024**3  # capped further by RAM and cgroup limits
+MAX_OUTPUT_BYTES = 64 * 1024  # captured stdout/stderr kept per solution
+MAX_RESULT_BYTES = 256 * 1024**2  # what a child may report back (outputs of all tests)
+MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
+MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
+ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto | bwrap | rlimits

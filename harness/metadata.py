@@ -1,0 +1,96 @@
+"""Reproducibility metadata recorded with every run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import importlib.metadata as md
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+KEY_PACKAGES = (
+    "corebench", "torch", "transformers", "accelerate", "vllm", "trl", "evalplus",
+    "datasets", "pluggy", "pandas", "numpy", "pydantic",
+)  # fmt: skip
+
+
+@functools.cache
+def _fingerprint(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_fingerprint(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file, computed once per process for an unchanged file."""
+    st = os.stat(path)
+    return _fingerprint(os.fspath(path), st.st_size, st.st_mtime_ns)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in KEY_PACKAGES:
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit() -> str | None:
+    """The commit of the corebench source tree, when it is a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "ram_bytes": psutil.virtual_memory().total,
+        "platform": platform.platform(),
+        "hostname_hash": hashlib.sha256(platform.node().encode()).hexdigest()[:12],
+    }
+
+
+def environment_metadata() -> dict[str, Any]:
+    """Everything about the software and machine that a result depends on."""
+    return {
+        "corebench_version": package_versions().get("corebench"),
+        "git_commit": git_commit(),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "machine": machine(),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,59 @@
+"""One model-spec syntax for the CLI, configs and leaderboards.
+
+embedded                      the default model
+hf:PATH_OR_HUB_ID             a transformers checkpoint
+openai:NAME@URL               an OpenAI-compatible server
+planner=hf:A,coder=hf:B       a model per role ('*' or a bare spec is the default)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import CorebenchError
+
+_ROLE = re.compile(r"^\s*([A-Za-z_*][\w-]*)\s*=\s*(.+?)\s*$")
+DEFAULT_ROLE = "*"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    backend: str
+    target: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.target}" if self.target else self.backend
+
+
+def parse_model_ref(text: str) -> ModelRef:
+    text = text.strip()
+    if not text:
+        raise CorebenchError("empty model spec")
+    backend, _, target = text.partition(":")
+    if not re.fullmatch(r"[A-Za-z][\w.-]*", backend):
+        raise CorebenchError(f"bad model spec {text!r}: expected BACKEND or BACKEND:TARGET")
+    return ModelRef(backend, target)
+
+
+def parse_model_spec(spec: str) -> dict[str, ModelRef]:
+    """Role -> model. A spec without roles applies to every role (key '*')."""
+    first = spec.split(",", 1)[0]
+    if not _ROLE.match(first) or ":" in first.split("=", 1)[0]:
+        return {DEFAULT_ROLE: parse_model_ref(spec)}
+    roles: dict[str, ModelRef] = {}
+    for part in spec.split(","):
+        match = _ROLE.match(part)
+        if not match:
+            raise CorebenchError(f"bad model spec part {part!r}: expected ROLE=BACKEND[:TARGET]")
+        role, ref = match.groups()
+        if role in roles:
+            raise CorebenchError(f"role {role!r} given twice in model spec {spec!r}")
+        roles[role] = parse_model_ref(ref)
+    return roles
+
+
+def format_model_spec(roles: dict[str, ModelRef]) -> str:
+    if set(roles) == {DEFAULT_ROLE}:
+        return str(roles[DEFAULT_ROLE])
+    return ",".join(f"{role}={ref}" for role, ref in sorted(roles.items()))

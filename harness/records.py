@@ -1,0 +1,156 @@
+"""Typed records that flow through a run. All serialize to JSON with pydantic, no glue code.
+
+Task ──system──▶ Solution (code + trace of ModelCalls) ──sandbox──▶ ExecutionResult
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Message(Record):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class GenerationRequest(Record):
+    """One chat completion asked of a backend."""
+
+    messages: list[Message]
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: list[str] = Field(default_factory=list)
+    seed: int | None = None
+
+
+class Generation(Record):
+    """What a backend returns for one request: text and an honest account of the work."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: Literal["stop", "length", "error"]
+    latency_s: float
+    batch_size: int = 1
+
+
+class ModelCall(Record):
+    """One entry of a solution's trace."""
+
+    role: str
+    model: str
+    messages: list[Message]
+    completion: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    latency_s: float
+    batch_size: int = 1
+
+
+class Task(Record):
+    """What a system may see of a problem. Hidden tests are never part of it."""
+
+    task_id: str
+    benchmark: str
+    prompt: str
+    entry_point: str | None = None
+    examples: list[str] = Field(default_factory=list)  # visible example tests, as code
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Solution(Record):
+    """A system's final program for one (task, sample) and how it got there."""
+
+    task_id: str
+    sample_index: int
+    code: str
+    trace: list[ModelCall] = Field(default_factory=list)
+    artifacts: dict[str, Any] = Field(default_factory=dict)  # e.g. the plan
+    error: str | None = None  # e.g. "no code found", "call budget exceeded"
+    wall_time_s: float = 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.prompt_tokens for c in self.trace)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.trace)
+
+
+class Verdict(str, Enum):
+    passed = "passed"
+    wrong_answer = "wrong_answer"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    memory_exceeded = "memory_exceeded"
+    syntax_error = "syntax_error"
+    sandbox_violation = "sandbox_violation"
+    no_code = "no_code"
+
+
+class TestOutcome(Record):
+    """One hidden test of one solution."""
+
+    __test__ = False  # not a pytest class
+
+    suite: str  # "base" or "plus" (EvalPlus), "tests" otherwise
+    index: int
+    verdict: Verdict
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    peak_memory_bytes: int | None = None  # above the interpreter's own baseline
+    detail: str | None = None  # failing input, exception type and message
+
+
+class ExecutionResult(Record):
+    """The sandbox's verdict on a solution, computed by the harness, never by the solution."""
+
+    task_id: str
+    sample_index: int
+    verdict: Verdict
+    suite_verdicts: dict[str, Verdict] = Field(default_factory=dict)
+    tests: list[TestOutcome] = Field(default_factory=list)
+    runtime_s: float | None = None  # wall time inside the tests (start-up and imports excluded)
+    cpu_s: float | None = None  # CPU time inside the tests
+    wall_s: float | None = None  # the whole child process, start-up included
+    peak_memory_bytes: int | None = None
+    first_failure: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    isolation: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Verdict.passed
+
+
+class RunConfig(Record):
+    """Everything that defines a run; two runs with equal configs produce the same samples."""
+
+    benchmark: str
+    system: str
+    model: str
+    n: int = 1
+    k: list[int] = Field(default_factory=lambda: [1])
+    temperature: float = 0.0
+    top_p: float = 0.95
+    seed: int = 0
+    max_new_tokens: int = 512
+    limit: int | None = None
+    tasks: list[str] | None = None
+    split: str = "test"
+    system_options: dict[str, Any] = Field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that decide which samples exist and what they contain."""
+        return self.model_dump(exclude={"k"})

@@ -1,0 +1,213 @@
+"""The runner: tasks x samples through system -> backend -> sandbox -> store.
+
+Up to ``concurrency`` samples are in flight at once. Each is plain sequential code (a system's
+``solve``), but because many await the model at the same moment, local backends receive their
+requests together and batch them. Execution happens in sandboxed child processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import Backend
+from .benchmark import Benchmark
+from .config import DEFAULT_CONCURRENCY, DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE
+from .context import BudgetExceeded, Limits, Sampling, SolveContext
+from .errors import CorebenchError, UnknownNameError
+from .metadata import environment_metadata
+from .modelspec import DEFAULT_ROLE, ModelRef, format_model_spec, parse_model_spec
+from .records import ExecutionResult, RunConfig, Solution, Task, Verdict
+from .registry import Plugins, default_plugins
+from .sandbox import Executor
+from .store import Store
+from .system import System
+
+ProgressFn = Callable[[Solution, ExecutionResult], None]
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    total: int
+    already_done: int
+    completed: int
+    wall_s: float
+
+
+def select_tasks(benchmark: Benchmark, config: RunConfig) -> list[Task]:
+    tasks = benchmark.tasks(config.split)
+    if config.tasks:
+        by_id = {t.task_id: t for t in tasks}
+        missing = [t for t in config.tasks if t not in by_id]
+        if missing:
+            raise UnknownNameError(f"{benchmark.name} task", missing[0], by_id)
+        tasks = [by_id[t] for t in config.tasks]
+    if config.limit is not None:
+        tasks = tasks[: config.limit]
+    return tasks
+
+
+def resolve_models(spec: str, system: type[System], plugins: Plugins) -> dict[str, ModelRef]:
+    """Check a model spec against the system's roles and the registered backends."""
+    roles = parse_model_spec(spec)
+    unknown = set(roles) - set(system.roles) - {DEFAULT_ROLE}
+    if unknown:
+        raise CorebenchError(
+            f"system {system.name!r} has roles {', '.join(system.roles)}; the model spec names {', '.join(sorted(unknown))}"
+        )
+    if DEFAULT_ROLE not in roles and set(system.roles) - set(roles):
+        missing = ", ".join(sorted(set(system.roles) - set(roles)))
+        raise CorebenchError(
+            f"no model for role(s) {missing}: give them in --model or add '*=...' as a default"
+        )
+    for ref in roles.values():
+        plugins.backends.get(ref.backend)  # unknown backend -> "did you mean"
+    return roles
+
+
+def build_backends(
+    roles: dict[str, ModelRef], plugins: Plugins, **options: object
+) -> dict[str, Backend]:
+    """One backend instance per distinct model; roles sharing a model share its batcher."""
+    instances: dict[ModelRef, Backend] = {}
+    for ref in roles.values():
+        if ref not in instances:
+            instances[ref] = plugins.backends.get(ref.backend).component(ref.target, **options)
+    return {role: instances[ref] for role, ref in roles.items()}
+
+
+class Runner:
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        *,
+        data_dir: Path | None = None,
+        plugins: Plugins | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        limits: Limits | None = None,
+        on_sample: ProgressFn | None = None,
+    ):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.plugins = plugins or default_plugins()
+        self.concurrency = max(1, concurrency)
+        self.limits = limits or Limits(DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE)
+        self.on_sample = on_sample
+        # Resolve every name first: a typo fails before any data or model is loaded.
+        self.benchmark_cls = self.plugins.benchmarks.get(config.benchmark).component
+        self.system_cls = self.plugins.systems.get(config.system).component
+        self.roles = resolve_models(config.model, self.system_cls, self.plugins)
+        self.config = config.model_copy(update={"model": format_model_spec(self.roles)})
+        self.benchmark: Benchmark = self.benchmark_cls(data_dir)
+        self.system: System = self.system_cls(**config.system_options)
+
+    def pending(self, store: Store) -> tuple[list[tuple[Task, int]], int]:
+        tasks = select_tasks(self.benchmark, self.config)
+        done = store.finished()
+        todo = [(t, i) for t in tasks for i in range(self.config.n) if (t.task_id, i) not in done]
+        return todo, len(tasks) * self.config.n - len(todo)
+
+    def run(self) -> RunOutcome:
+        return asyncio.run(self.run_async())
+
+    async def run_async(self) -> RunOutcome:
+        started = time.perf_counter()
+        store = Store(self.run_dir)
+        try:
+            metadata = {
+                **environment_metadata(),
+                "dataset": self.benchmark.dataset_info(),
+                "sampling": {
+                    "temperature": self.config.temperature,
+                    "top_p": self.config.top_p,
+                    "max_new_tokens": self.config.max_new_tokens,
+                    "seed": self.config.seed,
+                    "n": self.config.n,
+                },
+            }
+            store.open_run(self.config, metadata)
+            todo, already = self.pending(store)
+            if not todo:
+                return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
+            needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
+            backends = build_backends(self.roles, self.plugins) if needs_model else {}
+            for backend in {id(b): b for b in backends.values()}.values():
+                await asyncio.to_thread(backend.load)
+            executor = Executor()
+            store.update_metadata(
+                models={role: b.identity() for role, b in backends.items()}
+                or store.metadata().get("models"),
+                isolation=executor.mode,
+                memory_limit_bytes=executor.memory_bytes,
+            )
+            sampling = Sampling(
+                self.config.temperature,
+                self.config.top_p,
+                self.config.max_new_tokens,
+                self.config.seed,
+            )
+            slots = asyncio.Semaphore(self.concurrency)
+
+            async def one(task: Task, index: int) -> None:
+                async with slots:
+                    solution = store.solution(task.task_id, index)
+                    if solution is None:
+                        solution = await self.solve(task, index, backends, sampling)
+                        store.save_solution(solution)
+                    result = await self.execute(task, solution, executor)
+                    store.save_result(result)
+                    if self.on_sample:
+                        self.on_sample(solution, result)
+
+            jobs = [asyncio.ensure_future(one(t, i)) for t, i in todo]
+            try:
+                await asyncio.gather(*jobs)
+            finally:
+                for job in jobs:
+                    job.cancel()
+                for backend in {id(b): b for b in backends.values()}.values():
+                    backend.close()
+            wall = time.perf_counter() - started
+            store.update_metadata(wall_s=store.metadata().get("wall_s", 0.0) + wall)
+            return RunOutcome(self.run_dir, already + len(todo), already, len(todo), wall)
+        finally:
+            store.close()
+
+    async def solve(
+        self, task: Task, index: int, backends: dict[str, Backend], sampling: Sampling
+    ) -> Solution:
+        ctx = SolveContext(task, index, backends, sampling, self.limits)
+        started = time.perf_counter()
+        error = None
+        try:
+            code = await self.system.solve(task, ctx)
+        except BudgetExceeded as exc:
+            code, error = "", str(exc)
+        if not code.strip() and error is None:
+            error = "no code found"
+        return Solution(
+            task_id=task.task_id,
+            sample_index=index,
+            code=code,
+            trace=ctx.trace,
+            artifacts=ctx.artifacts,
+            error=error,
+            wall_time_s=time.perf_counter() - started,
+        )
+
+    async def execute(self, task: Task, solution: Solution, executor: Executor) -> ExecutionResult:
+        suite = self.benchmark.test_suite(task.task_id)
+        if not solution.code.strip():
+            return ExecutionResult(
+                task_id=task.task_id,
+                sample_index=solution.sample_index,
+                verdict=Verdict.no_code,
+                suite_verdicts={name: Verdict.no_code for name in suite.inputs},
+                first_failure=solution.error,
+            )
+        return await executor.evaluate(task.task_id, solution.sample_index, solution.code, suite)

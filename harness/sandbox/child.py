@@ -1,0 +1,245 @@
+"""The program that runs inside the sandbox. Standard library only; also imported by the harness
+for its codec (``encode``/``decode``).
+
+Protocol: the harness writes one JSON job to stdin; the child reports JSON lines on the file
+descriptor that was stdout, after pointing fd 1 and 2 at capped files so that nothing the
+solution prints can be mistaken for a report. The child never sees expected outputs: it only
+calls the function and reports plain-data outputs, which the harness compares itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+MAX_DEPTH = 100
+
+
+class CpuTimeout(BaseException):
+    """Raised by SIGPROF when a test exceeds its CPU-time limit."""
+
+
+class Opaque:
+    """A decoded value that was not plain data (only its type and repr were kept)."""
+
+    __slots__ = ("type", "repr")
+
+    def __init__(self, type_name: str, text: str):
+        self.type, self.repr = type_name, text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and (self.type, self.repr) == (other.type, other.repr)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.repr))
+
+    def __repr__(self) -> str:
+        return f"<{self.type} {self.repr}>"
+
+
+# --- codec: plain Python data <-> JSON, keeping tuples, sets, complex, non-str keys ----------------
+def encode(value, depth: int = 0):
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    d = depth + 1
+    if value is None or type(value) is bool or type(value) is str:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        value = int.__int__(value)
+        return value if abs(value) < 2**63 else {"$": "bigint", "v": hex(value)}
+    if isinstance(value, float):
+        value = float.__float__(value)
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, complex):
+        return {"$": "complex", "v": [encode(value.real, d), encode(value.imag, d)]}
+    if isinstance(value, list):
+        return [encode(v, d) for v in list.__iter__(value)]
+    if isinstance(value, tuple):
+        return {"$": "tuple", "v": [encode(v, d) for v in tuple.__iter__(value)]}
+    if isinstance(value, frozenset):
+        return {"$": "frozenset", "v": [encode(v, d) for v in frozenset.__iter__(value)]}
+    if isinstance(value, set):
+        return {"$": "set", "v": [encode(v, d) for v in set.__iter__(value)]}
+    if isinstance(value, dict):
+        return {"$": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in dict.items(value)]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$": "bytes", "v": bytes(value).hex()}
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return encode(value.tolist(), d)
+    try:
+        text = repr(value)[:1000]
+    except BaseException:  # noqa: BLE001
+        text = "?"
+    return {
+        "$": "opaque",
+        "type": f"{type(value).__module__}.{type(value).__qualname__}",
+        "r": text,
+    }
+
+
+def decode(data):
+    """Rebuild plain Python values (only built-in types; never anything the solution defined)."""
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    tag, v = data.get("$"), data.get("v")
+    if tag == "tuple":
+        return tuple(decode(x) for x in v)
+    if tag == "set":
+        return {decode(x) for x in v}
+    if tag == "frozenset":
+        return frozenset(decode(x) for x in v)
+    if tag == "dict":
+        return {decode(k): decode(x) for k, x in v}
+    if tag == "complex":
+        return complex(decode(v[0]), decode(v[1]))
+    if tag == "bigint":
+        return int(v, 16)
+    if tag == "float":
+        return float(v)
+    if tag == "bytes":
+        return bytes.fromhex(v)
+    if tag == "opaque":
+        return Opaque(str(data.get("type")), str(data.get("r")))
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+# --- measurement helpers -------------------------------------------------------------------------------
+def _status_kb(field: str) -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _reset_peak() -> None:
+    try:  # Linux >= 4.0: writing 5 resets the peak RSS (VmHWM) of this process
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.buffer.read())
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    report_fd = os.dup(1)
+    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+
+    def report(**event) -> None:
+        data = (json.dumps(event) + "\n").encode()
+        while data:
+            data = data[os.write(report_fd, data) :]
+
+    limits = job["limits"]
+    for name, value in (
+        ("RLIMIT_AS", limits.get("memory")),
+        ("RLIMIT_FSIZE", limits.get("fsize")),
+        ("RLIMIT_NPROC", limits.get("nproc")),
+        ("RLIMIT_CPU", limits.get("cpu")),
+        ("RLIMIT_CORE", 0),
+    ):
+        if value is not None and hasattr(resource, name):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+    drop = job.get("drop_privileges")
+    if drop is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(drop)
+        os.setuid(drop)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+
+    def on_sigprof(signum, frame):
+        raise CpuTimeout()
+
+    signal.signal(signal.SIGPROF, on_sigprof)
+    clock, cpu_clock, setitimer = time.perf_counter, time.process_time, signal.setitimer
+
+    def error_event(exc: BaseException) -> dict:
+        if isinstance(exc, CpuTimeout):
+            return {"status": "timeout"}
+        if isinstance(exc, MemoryError):
+            return {"status": "memory"}
+        return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+
+    baseline_kb = _status_kb("VmRSS:")
+    report(event="ready", baseline_kb=baseline_kb)
+    namespace: dict = {"__name__": "__main__"}
+    started = clock()
+    try:
+        compiled = compile(job["code"], "<solution>", "exec")
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        report(event="load", status="syntax_error", error=f"{type(exc).__name__}: {exc}")
+        os._exit(0)
+    try:
+        setitimer(signal.ITIMER_PROF, float(job.get("load_cpu_limit", 5.0)))
+        exec(compiled, namespace)
+        setitimer(signal.ITIMER_PROF, 0)
+        fn = namespace[job["entry_point"]]
+    except BaseException as exc:  # noqa: BLE001 - anything the solution raises
+        setitimer(signal.ITIMER_PROF, 0)
+        if isinstance(exc, KeyError):
+            exc = NameError(f"entry point {job['entry_point']!r} is not defined")
+        report(event="load", **error_event(exc))
+        os._exit(0)
+    report(event="load", status="ok", load_s=clock() - started)
+
+    for index, test in enumerate(job["tests"]):
+        args = decode(test["args"])
+        _reset_peak()
+        rss0 = _status_kb("VmRSS:")
+        wall0, cpu0 = clock(), cpu_clock()
+        try:
+            setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]))
+            output = fn(*args)
+            setitimer(signal.ITIMER_PROF, 0)
+            outcome = {"status": "ok"}
+        except BaseException as exc:  # noqa: BLE001
+            setitimer(signal.ITIMER_PROF, 0)
+            output, outcome = None, error_event(exc)
+        wall, cpu = clock() - wall0, cpu_clock() - cpu0
+        peak_kb = max(_status_kb("VmHWM:"), rss0) - baseline_kb
+        if outcome["status"] == "ok":
+            try:
+                outcome["output"] = encode(output)
+            except BaseException as exc:  # noqa: BLE001
+                outcome = {"status": "error", "error": f"unencodable output: {type(exc).__name__}"}
+        report(event="test", i=index, wall=wall, cpu=cpu, peak_kb=max(peak_kb, 0), **outcome)
+        if outcome["status"] != "ok" and job.get("stop_on_error", True):
+            break
+    report(event="done")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException:  # noqa: BLE001 - report the child's own failure on stderr
+        traceback.print_exc()
+        os._exit(3)

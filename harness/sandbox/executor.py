@@ -1,0 +1,269 @@
+"""The executor: runs solutions (and reference solutions) in sandboxed children, a bounded number
+at a time, and turns their reports into verdicts. Used by ``corebench run`` and reward functions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import (
+    MAX_TOTAL_TIME_S,
+    MIN_TIME_LIMIT_S,
+    STARTUP_ALLOWANCE_S,
+    TIME_LIMIT_FACTOR,
+    WALL_SLACK_FACTOR,
+    cache_dir,
+)
+from ..errors import CorebenchError
+from ..records import ExecutionResult, TestOutcome, Verdict
+from ..testsuite import FunctionalSuite
+from .child import decode, encode
+from .compare import outputs_match
+from .isolation import isolation_mode, memory_limit_bytes
+from .process import ChildReport, run_child
+
+REFERENCE_FORMAT = 1  # bump when the cached reference-output format changes
+REFERENCE_CPU_LIMIT_S = 60.0
+
+
+@dataclass
+class Reference:
+    """Expected outputs and the reference solution's CPU time, per suite and test."""
+
+    outputs: dict[str, list[Any]]
+    cpu_s: dict[str, list[float]]
+
+
+def _status_verdict(status: str) -> Verdict:
+    return {
+        "timeout": Verdict.timeout,
+        "memory": Verdict.memory_exceeded,
+        "syntax_error": Verdict.syntax_error,
+    }.get(status, Verdict.runtime_error)
+
+
+def death_verdict(report: ChildReport) -> tuple[Verdict, str]:
+    """Why a child stopped reporting before it finished."""
+    if report.killed_by_deadline:
+        return Verdict.timeout, "wall-clock limit exceeded"
+    if report.report_overflow:
+        return Verdict.sandbox_violation, "wrote more than the report limit to the report channel"
+    sig = report.signal_name
+    if sig in ("SIGXCPU", "SIGKILL"):
+        return Verdict.timeout, f"CPU-time limit exceeded ({sig})"
+    if "MemoryError" in report.stderr:
+        return Verdict.memory_exceeded, "MemoryError"
+    if sig:
+        return Verdict.runtime_error, f"crashed ({sig})"
+    return Verdict.runtime_error, f"exited (code {report.returncode}) before finishing its tests"
+
+
+class Executor:
+    """Evaluate programs in sandboxed child processes; never in the harness process."""
+
+    def __init__(self, workers: int | None = None, memory_bytes: int | None = None):
+        self.mode = isolation_mode()
+        self.memory_bytes = memory_bytes or memory_limit_bytes()
+        self._slots = asyncio.Semaphore(workers or os.cpu_count() or 1)
+        self._references: dict[str, Reference] = {}
+        self._reference_locks: dict[str, asyncio.Lock] = {}
+
+    async def run(self, job: dict[str, Any], deadline_s: float) -> ChildReport:
+        async with self._slots:
+            return await asyncio.to_thread(
+                run_child,
+                job,
+                deadline_s=deadline_s,
+                memory_bytes=self.memory_bytes,
+                mode=self.mode,
+            )
+
+    # --- reference outputs ---------------------------------------------------------------------
+    @staticmethod
+    def _reference_key(task_id: str, suite: FunctionalSuite) -> str:
+        material = json.dumps(
+            [
+                REFERENCE_FORMAT,
+                sys.version_info[:2],
+                suite.fingerprint,
+                task_id,
+                suite.reference_code,
+            ],
+            default=str,
+        )
+        return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+    async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
+        """Run the reference solution once (cached on disk) to get expected outputs and times."""
+        key = self._reference_key(task_id, suite)
+        if key in self._references:
+            return self._references[key]
+        lock = self._reference_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key in self._references:
+                return self._references[key]
+            path = cache_dir() / "references" / f"{key}.json"
+            if path.exists():
+                data = json.loads(path.read_text())
+            else:
+                data = await self._compute_reference(task_id, suite)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(data))
+                tmp.replace(path)
+            outputs = {name: [decode(o) for o in outs] for name, outs in data["outputs"].items()}
+            if suite.output_not_none:
+                outputs = {name: [o is not None for o in outs] for name, outs in outputs.items()}
+            reference = Reference(outputs, data["cpu_s"])
+            self._references[key] = reference
+            return reference
+
+    async def _compute_reference(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
+        names = list(suite.inputs)
+        flat = [args for name in names for args in suite.inputs[name]]
+        job = {
+            "code": suite.reference_code,
+            "entry_point": suite.entry_point,
+            "tests": [{"args": encode(args), "cpu_limit": REFERENCE_CPU_LIMIT_S} for args in flat],
+            "stop_on_error": False,
+        }
+        report = await self.run(job, deadline_s=REFERENCE_CPU_LIMIT_S * max(1, len(flat)))
+        tests = report.tests()
+        bad = [i for i in range(len(flat)) if tests.get(i, {}).get("status") != "ok"]
+        if bad:
+            first = tests.get(bad[0], {})
+            why = first.get("error") or first.get("status") or death_verdict(report)[1]
+            raise CorebenchError(
+                f"reference solution of {task_id} fails on {len(bad)} of {len(flat)} inputs ({why})"
+            )
+        outputs: dict[str, list[Any]] = {}
+        cpu: dict[str, list[float]] = {}
+        index = 0
+        for name in names:
+            count = len(suite.inputs[name])
+            outputs[name] = [tests[i]["output"] for i in range(index, index + count)]
+            cpu[name] = [tests[i]["cpu"] for i in range(index, index + count)]
+            index += count
+        return {"outputs": outputs, "cpu_s": cpu}
+
+    # --- solutions -----------------------------------------------------------------------------------
+    async def evaluate(
+        self, task_id: str, sample_index: int, code: str, suite: FunctionalSuite
+    ) -> ExecutionResult:
+        """Run ``code`` on every hidden input and compare each output with the reference."""
+        reference = await self.reference(task_id, suite)
+        plan = [
+            (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
+        ]
+        limits = [
+            max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference.cpu_s[name][i])
+            for name, i, _ in plan
+        ]
+        job = {
+            "code": code,
+            "entry_point": suite.entry_point,
+            "tests": [
+                {"args": encode(args), "cpu_limit": lim}
+                for (_, _, args), lim in zip(plan, limits, strict=True)
+            ],
+            "load_cpu_limit": STARTUP_ALLOWANCE_S,
+            "stop_on_error": True,
+        }
+        deadline = min(MAX_TOTAL_TIME_S, WALL_SLACK_FACTOR * sum(limits)) + STARTUP_ALLOWANCE_S
+        report = await self.run(job, deadline_s=deadline)
+        return self._judge(task_id, sample_index, suite, plan, reference, report)
+
+    def _judge(
+        self,
+        task_id: str,
+        sample_index: int,
+        suite: FunctionalSuite,
+        plan: list[tuple[str, int, Any]],
+        reference: Reference,
+        report: ChildReport,
+    ) -> ExecutionResult:
+        result = ExecutionResult(
+            task_id=task_id,
+            sample_index=sample_index,
+            verdict=Verdict.passed,
+            stdout=report.stdout,
+            stderr=report.stderr,
+            isolation=report.isolation,
+            wall_s=report.wall_s,
+        )
+        load = report.first("load")
+        if load is None or load.get("status") != "ok":
+            if load is None:
+                verdict, detail = death_verdict(report)
+            else:
+                verdict, detail = (
+                    _status_verdict(load["status"]),
+                    load.get("error") or load["status"],
+                )
+            result.verdict, result.first_failure = verdict, f"while loading: {detail}"
+            result.suite_verdicts = {name: verdict for name in suite.inputs}
+            return result
+
+        events = report.tests()
+        for index, (name, i, args) in enumerate(plan):
+            event = events.get(index)
+            if (
+                event is None
+            ):  # the child stopped: the test in progress gets the reason, the rest did not run
+                if result.verdict is Verdict.passed:
+                    verdict, detail = death_verdict(report)
+                    result.tests.append(
+                        TestOutcome(suite=name, index=i, verdict=verdict, detail=detail)
+                    )
+                    self._fail(result, name, verdict, f"{name} test {i}: {detail}")
+                break
+            outcome = TestOutcome(
+                suite=name,
+                index=i,
+                verdict=Verdict.passed,
+                wall_s=event.get("wall"),
+                cpu_s=event.get("cpu"),
+                peak_memory_bytes=int(event.get("peak_kb", 0)) * 1024,
+            )
+            if event.get("status") != "ok":
+                outcome.verdict = _status_verdict(event.get("status", ""))
+                outcome.detail = event.get("error") or event.get("status")
+            else:
+                try:
+                    output = decode(event.get("output"))
+                except Exception:  # malformed report: treat as a wrong answer
+                    output = _Unreadable
+                if not outputs_match(output, reference.outputs[name][i], args, suite):
+                    outcome.verdict = Verdict.wrong_answer
+                    outcome.detail = f"input {_short(args)}: got {_short(output)}, expected {_short(reference.outputs[name][i])}"
+            result.tests.append(outcome)
+            if outcome.verdict is not Verdict.passed:
+                self._fail(result, name, outcome.verdict, f"{name} test {i}: {outcome.detail}")
+        for name in suite.inputs:
+            ran = [t for t in result.tests if t.suite == name]
+            if name not in result.suite_verdicts:  # no failure seen: passed only if every test ran
+                complete = len(ran) == len(suite.inputs[name])
+                result.suite_verdicts[name] = Verdict.passed if complete else result.verdict
+        result.runtime_s = sum(t.wall_s or 0.0 for t in result.tests)
+        result.cpu_s = sum(t.cpu_s or 0.0 for t in result.tests)
+        result.peak_memory_bytes = max((t.peak_memory_bytes or 0 for t in result.tests), default=0)
+        return result
+
+    @staticmethod
+    def _fail(result: ExecutionResult, suite_name: str, verdict: Verdict, detail: str) -> None:
+        if result.verdict is Verdict.passed:
+            result.verdict, result.first_failure = verdict, detail
+        result.suite_verdicts.setdefault(suite_name, verdict)
+
+
+_Unreadable = object()
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

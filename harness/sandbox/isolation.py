@@ -1,0 +1,134 @@
+"""How a child process is confined: bubblewrap namespaces when available, rlimits always."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import warnings
+from pathlib import Path
+
+import psutil
+
+from ..config import DEFAULT_MEMORY_LIMIT_BYTES, ENV_ISOLATION
+from ..errors import CorebenchError
+
+SANDBOX_HOME = "/sandbox"  # the solution's private writable working directory inside bubblewrap
+NOBODY = 65534  # uid and gid a root harness's solutions run as
+
+
+class IsolationWarning(UserWarning):
+    """Solutions run with resource limits only (no namespace isolation)."""
+
+
+def memory_limit_bytes() -> int:
+    """Default address-space cap: 4 GiB, the machine's RAM, or the container's limit if lower."""
+    limits = [DEFAULT_MEMORY_LIMIT_BYTES, psutil.virtual_memory().total]
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            limits.append(int(text))
+    return min(limits)
+
+
+@functools.cache
+def _bwrap_works(bwrap: str) -> bool:
+    try:
+        probe = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+@functools.cache
+def isolation_mode() -> str:
+    """'bwrap' or 'rlimits', from $COREBENCH_ISOLATION (auto|bwrap|rlimits)."""
+    wanted = os.environ.get(ENV_ISOLATION, "auto")
+    bwrap = shutil.which("bwrap")
+    usable = bool(bwrap) and sys.platform.startswith("linux") and _bwrap_works(bwrap)
+    if wanted == "rlimits":
+        return "rlimits"
+    if wanted == "bwrap" and not usable:
+        raise CorebenchError(
+            f"{ENV_ISOLATION}=bwrap but bubblewrap is not usable here (install the `bubblewrap` package)"
+        )
+    if not usable:
+        warnings.warn(
+            "bubblewrap is not available: solutions run with resource limits only, without "
+            "filesystem and network isolation (install the `bubblewrap` package)",
+            IsolationWarning,
+            stacklevel=2,
+        )
+        return "rlimits"
+    return "bwrap"
+
+
+def _readonly_roots() -> list[str]:
+    roots = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc"}
+    roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["stdlib"]}
+    roots |= {p for p in sys.path if p and os.path.isdir(p)}
+    roots.add(str(Path(__file__).parent))
+    real = sorted(
+        {os.path.realpath(r) for r in roots if os.path.exists(r)}
+        | {r for r in roots if os.path.exists(r)}
+    )
+    return real
+
+
+def child_command(workdir: str, mode: str) -> tuple[list[str], str]:
+    """The argv that runs the sandbox child, and the working directory it sees."""
+    child = str(Path(__file__).with_name("child.py"))
+    python = [sys.executable, "-I", "-B", child]
+    if mode != "bwrap":
+        return python, workdir
+    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session"]
+    argv += [
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
+    if os.geteuid() != 0:
+        argv.append(
+            "--unshare-user"
+        )  # unprivileged bubblewrap; root instead drops to NOBODY in the child
+    roots = _readonly_roots()
+    # Parents that bubblewrap would create as 0700: make them traversable for `nobody`.
+    parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - set(roots))
+    for parent in parents:
+        argv += ["--perms", "0755", "--dir", parent]
+    for root in roots:
+        argv += ["--ro-bind", root, root]
+    argv += [
+        "--dev", "/dev",
+        "--proc", "/proc",
+        "--tmpfs", "/tmp",
+        "--bind", workdir, SANDBOX_HOME,
+        "--chdir", SANDBOX_HOME,
+        "--", *python,
+    ]  # fmt: skip
+    return argv, SANDBOX_HOME
+
+
+def minimal_env(home: str) -> dict[str, str]:
+    """The only environment a solution gets: no tokens, keys or proxies from the harness."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": home,
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+    }

@@ -1,0 +1,38 @@
+"""Base class of agent-system plugins."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import CorebenchError
+
+if TYPE_CHECKING:
+    from .context import SolveContext
+    from .records import Task
+
+
+class System(ABC):
+    """Turns a task into code by calling models through ``ctx``.
+
+    ``solve`` is plain sequential code per task; the runner keeps many tasks in flight so that
+    calls from different tasks are batched by the backend.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    roles: ClassVar[tuple[str, ...]] = ("model",)
+    options: ClassVar[dict[str, Any]] = {}  # option name -> default value
+
+    def __init__(self, **options: Any):
+        unknown = set(options) - set(self.options)
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise CorebenchError(
+                f"system {self.name!r} has no option {', '.join(sorted(unknown))} (options: {known})"
+            )
+        self.config = {**self.options, **options}
+
+    @abstractmethod
+    async def solve(self, task: Task, ctx: SolveContext) -> str:
+        """Return the final program for ``task``."""

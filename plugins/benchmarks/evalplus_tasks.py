@@ -1,0 +1,179 @@
+"""HumanEval+ and MBPP+ in EvalPlus's release format: differential tests on base and extra inputs."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
+from corebench.harness.config import ENV_DATA_DIR, offline
+from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
+
+_ASSERT_LINE = re.compile(r"^\s*assert .+$", re.MULTILINE)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class EvalPlusBenchmark(Benchmark):
+    """Shared loader for the EvalPlus datasets."""
+
+    file_name: ClassVar[str]
+    version: ClassVar[str]
+    dataset: ClassVar[str]  # "mbpp" or "humaneval", EvalPlus's own name
+
+    def _download(self) -> str:
+        """EvalPlus's own loader: fetches the release file into its cache (needs the network)."""
+        raise CorebenchError(f"{self.name}: no download source")
+
+    @cached_property
+    def path(self) -> Path:
+        if self.data_dir is not None:
+            for candidate in (
+                self.data_dir / self.file_name,
+                self.data_dir / self.file_name.removesuffix(".gz"),
+            ):
+                if candidate.exists():
+                    return candidate
+            raise DatasetMissingError(
+                f"{self.name}: {self.file_name} not found in {self.data_dir} (the data folder from "
+                f"--data-dir or ${ENV_DATA_DIR}); put the EvalPlus release file there"
+            )
+        if offline():
+            raise DatasetMissingError(
+                f"{self.name}: offline and no data folder given; put {self.file_name} in a folder and "
+                f"pass --data-dir or set ${ENV_DATA_DIR}"
+            )
+        try:
+            return Path(self._download())
+        except Exception as exc:
+            raise DatasetMissingError(
+                f"{self.name}: could not download {self.file_name} ({type(exc).__name__}: {exc}); put it in "
+                f"a folder and pass --data-dir or set ${ENV_DATA_DIR}"
+            ) from exc
+
+    @cached_property
+    def problems(self) -> dict[str, dict[str, Any]]:
+        try:
+            rows = read_jsonl(self.path)
+        except (OSError, ValueError, EOFError) as exc:
+            raise DatasetMissingError(f"{self.name}: cannot read {self.path}: {exc}") from exc
+        return {row["task_id"]: row for row in rows}
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return sha256_file(self.path)
+
+    def dataset_info(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "path": str(self.path),
+            "sha256": self.fingerprint,
+        }
+
+    def _problem(self, task_id: str) -> dict[str, Any]:
+        try:
+            return self.problems[task_id]
+        except KeyError:
+            raise UnknownNameError(f"{self.name} task", task_id, self.problems) from None
+
+    def tasks(self, split: str = "test") -> list[Task]:
+        if split != "test":
+            raise CorebenchError(f"{self.name} has no {split!r} split (splits: test)")
+        return [
+            Task(
+                task_id=task_id,
+                benchmark=self.name,
+                prompt=p["prompt"],
+                entry_point=p["entry_point"],
+                examples=self.visible_examples(p),
+            )
+            for task_id, p in self.problems.items()
+        ]
+
+    def visible_examples(self, problem: dict[str, Any]) -> list[str]:
+        """Example tests the prompt itself shows (EvalPlus makes them part of the problem)."""
+        return [m.group(0).strip() for m in _ASSERT_LINE.finditer(problem["prompt"])]
+
+    def _inputs(self, task_id: str, inputs: list[Any]) -> list[Any]:
+        return inputs
+
+    def test_suite(self, task_id: str) -> FunctionalSuite:
+        p = self._problem(task_id)
+        return FunctionalSuite(
+            entry_point=p["entry_point"],
+            reference_code=p["prompt"] + p["canonical_solution"],
+            inputs={
+                "base": self._inputs(task_id, p["base_input"]),
+                "plus": self._inputs(task_id, p["plus_input"]),
+            },
+            atol=float(p.get("atol") or 0.0),
+            comparator=f"evalplus-{self.dataset}",  # type: ignore[arg-type]
+            output_not_none=self._output_not_none(p),
+            fingerprint=self.fingerprint,
+        )
+
+    def _output_not_none(self, problem: dict[str, Any]) -> bool:
+        return False
+
+
+class MbppPlus(EvalPlusBenchmark):
+    name = "mbpp"
+    description = "MBPP+ (EvalPlus v0.2.0): 378 tasks, base and extra differential tests"
+    file_name = "MbppPlus-v0.2.0.jsonl.gz"
+    version = "v0.2.0"
+    dataset = "mbpp"
+
+    def _download(self) -> str:
+        from evalplus.data.mbpp import _ready_mbpp_plus_path
+
+        return _ready_mbpp_plus_path(version=self.version)
+
+    def _inputs(self, task_id: str, inputs: list[Any]) -> list[Any]:
+        from evalplus.data.mbpp import mbpp_deserialize_inputs
+
+        return mbpp_deserialize_inputs(task_id, inputs)
+
+    def _output_not_none(self, problem: dict[str, Any]) -> bool:
+        from corebench.harness.sandbox.compare import MBPP_OUTPUT_NOT_NONE_TASKS
+
+        return problem["entry_point"] in MBPP_OUTPUT_NOT_NONE_TASKS
+
+
+class HumanEvalPlus(EvalPlusBenchmark):
+    name = "humaneval"
+    description = "HumanEval+ (EvalPlus v0.1.10): 164 tasks, base and extra differential tests"
+    file_name = "HumanEvalPlus-v0.1.10.jsonl.gz"
+    version = "v0.1.10"
+    dataset = "humaneval"
+
+    def _download(self) -> str:
+        from evalplus.data.humaneval import _ready_human_eval_plus_path
+
+        return _ready_human_eval_plus_path(version=self.version)
+
+    def visible_examples(self, problem: dict[str, Any]) -> list[str]:
+        return []  # HumanEval's examples live in the docstring, which is the prompt itself
+
+
+@hookimpl
+def register_benchmarks(register):
+    register(MbppPlus)
+    register(HumanEvalPlus)

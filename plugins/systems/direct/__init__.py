@@ -1,0 +1,26 @@
+"""`direct`: one call with the task prompt; the code is extracted from the answer."""
+
+from __future__ import annotations
+
+from corebench.harness import SolveContext, System, Task, hookimpl
+from corebench.harness.extract import extract_code
+from corebench.harness.prompts import render
+
+
+class Direct(System):
+    name = "direct"
+    description = "single model, one call: the task prompt in, code out"
+
+    async def solve(self, task: Task, ctx: SolveContext) -> str:
+        answer = await ctx.generate(
+            "model",
+            render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point),
+        )
+        extracted = extract_code(answer, task.entry_point)
+        ctx.note("extraction", extracted.note)
+        return extracted.code
+
+
+@hookimpl
+def register_systems(register):
+    register(Direct)

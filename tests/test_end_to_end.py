@@ -1,0 +1,150 @@
+"""End to end with the real embedded model: the CLI, metadata, and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+CLI = [sys.executable, "-m", "corebench.harness.cli"]
+
+
+def corebench(*args: str, data_dir: Path) -> list[str]:
+    return [*CLI, *args, "--data-dir", str(data_dir)] if args[0] == "run" else [*CLI, *args]
+
+
+def finished(run_dir: Path) -> list[tuple[str, int, str]]:
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        return db.execute(
+            "SELECT r.task_id, r.sample_index, s.solution FROM results r JOIN solutions s USING (task_id, sample_index)"
+        ).fetchall()
+
+
+def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
+    run_dir = tmp_path / "run"
+    args = [
+        "run",
+        "--system",
+        "corecode",
+        "--bench",
+        "mbpp",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "48",
+        "--out",
+        str(run_dir),
+    ]
+    first = subprocess.run(
+        corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=900
+    )
+    assert first.returncode == 0, first.stderr
+    assert "mbpp · corecode · embedded" in first.stdout and "pass@1" in first.stdout
+
+    rows = finished(run_dir)
+    assert len(rows) == 2
+    for _, _, solution in rows:
+        trace = json.loads(solution)["trace"]
+        assert [c["role"] for c in trace] == ["planner", "coder"]
+        assert all(c["completion_tokens"] > 0 and c["latency_s"] > 0 for c in trace)
+
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        metadata = json.loads(db.execute("SELECT metadata FROM run").fetchone()[0])
+    assert metadata["packages"]["corebench"] and metadata["packages"]["transformers"]
+    assert metadata["python"] == sys.version.split()[0]
+    assert metadata["machine"]["cores"] == os.cpu_count() and metadata["machine"]["ram_bytes"] > 0
+    assert (
+        metadata["dataset"]["sha256"]
+        == "af43697e8791c4c149bdfd6b489d8b5412507551ac20e28a439f650b8225db63"
+    )
+    model = metadata["models"]["*"]
+    assert len(model["gguf_sha256"]) == 64 and model["files"]["model.safetensors"]
+    assert metadata["sampling"] == {
+        "temperature": 0.0,
+        "top_p": 0.95,
+        "max_new_tokens": 48,
+        "seed": 0,
+        "n": 1,
+    }
+    assert metadata["isolation"] in ("bwrap", "rlimits")
+
+    again = subprocess.run(
+        corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=300
+    )
+    assert again.returncode == 0 and "nothing to do" in again.stderr
+
+    shown = subprocess.run(
+        corebench("show", str(run_dir), "--json", data_dir=data_dir), capture_output=True, text=True
+    )
+    summary = json.loads(shown.stdout)
+    assert (
+        summary["samples"] == 2
+        and summary["per_task"]["calls"] == 2.0
+        and "1" in summary["pass@k_base"]
+    )
+
+    out = tmp_path / "samples.jsonl"
+    subprocess.run(
+        corebench("export", str(run_dir), "--jsonl", str(out), data_dir=data_dir), check=True
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 2 and {"solution", "result"} == set(lines[0])
+
+
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, data_dir):
+    args = [
+        "run",
+        "--system",
+        "direct",
+        "--bench",
+        "mbpp",
+        "--limit",
+        "5",
+        "--max-new-tokens",
+        "40",
+        "--concurrency",
+        "1",
+    ]
+    straight = tmp_path / "straight"
+    subprocess.run(
+        corebench(*args, "--out", str(straight), data_dir=data_dir),
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(
+        corebench(*args, "--out", str(killed), data_dir=data_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 600
+    while time.time() < deadline:  # kill after the first sample is stored, mid-run
+        if (killed / "results.sqlite").exists() and len(finished(killed)) >= 1:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = len(finished(killed))
+    assert 1 <= partial < 5, "the kill should land mid-run"
+
+    subprocess.run(
+        corebench(*args, "--out", str(killed), data_dir=data_dir),
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    a, b = finished(straight), finished(killed)
+    assert len(b) == len({(t, i) for t, i, _ in b}) == 5  # none lost, none duplicated
+    key = lambda rows: sorted((t, i, json.loads(s)["code"]) for t, i, s in rows)  # noqa: E731
+    assert key(a) == key(b)  # greedy decoding: the same programs

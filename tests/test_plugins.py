@@ -1,0 +1,146 @@
+"""Plugin discovery: built-ins through entry points, an installed third-party plugin, broken ones."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from corebench.harness import System, hookimpl
+from corebench.harness.errors import UnknownNameError
+from corebench.harness.registry import Origin, PluginWarning, load_plugins
+
+CLI = [sys.executable, "-m", "corebench.harness.cli"]
+
+
+def test_builtins_are_found_through_entry_points():
+    plugins = load_plugins()
+    assert {"mbpp", "humaneval"} <= {e.name for e in plugins.benchmarks}
+    assert {"direct", "corecode"} <= {e.name for e in plugins.systems}
+    assert {"embedded", "hf"} <= {e.name for e in plugins.backends}
+    entry = plugins.systems.get("corecode")
+    assert entry.origin.distribution == "corebench"
+    assert entry.description
+
+
+def test_unknown_name_suggests_close_matches():
+    plugins = load_plugins()
+    with pytest.raises(UnknownNameError) as err:
+        plugins.systems.get("corecod")
+    message = str(err.value)
+    assert "unknown system 'corecod'" in message and "Did you mean 'corecode'" in message
+    assert "\n" not in message
+
+
+def test_cli_name_error_is_one_line_and_nonzero(tmp_path):
+    proc = subprocess.run(
+        [*CLI, "run", "--system", "direkt", "--bench", "mbpp", "--out", str(tmp_path / "r")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "Error: unknown system 'direkt'. Did you mean 'direct'? Known: corecode, direct."
+    ]
+
+
+def _install_fake_distribution(
+    site: Path, name: str, module_source: str, entry_points: str
+) -> None:
+    """A real installed distribution (dist-info + module) on a path we put on PYTHONPATH."""
+    module = name.replace("-", "_")
+    (site / f"{module}.py").write_text(textwrap.dedent(module_source))
+    info = site / f"{module}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+    (info / "RECORD").write_text("")
+
+
+def _cli_with(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env)
+
+
+def test_installed_third_party_plugin_is_listed_with_its_distribution(tmp_path):
+    _install_fake_distribution(
+        tmp_path,
+        "corebench-thirdparty",
+        """
+        from corebench.harness import System, hookimpl
+
+        class Echo(System):
+            name = "echo"
+            description = "returns the prompt as code"
+
+            async def solve(self, task, ctx):
+                return task.prompt
+
+        @hookimpl
+        def register_systems(register):
+            register(Echo)
+        """,
+        "[corebench]\nthirdparty = corebench_thirdparty\n",
+    )
+    proc = _cli_with(tmp_path, "list")
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.strip().startswith("echo"))
+    assert "returns the prompt as code" in line and "[corebench-thirdparty 1.2.3]" in line
+    assert "corecode" in proc.stdout  # built-ins still there
+
+
+def test_plugin_that_fails_to_import_warns_and_the_rest_works(tmp_path):
+    _install_fake_distribution(
+        tmp_path,
+        "corebench-broken",
+        "raise RuntimeError('boom at import')\n",
+        "[corebench]\nbroken = corebench_broken\n",
+    )
+    proc = _cli_with(tmp_path, "list")
+    assert proc.returncode == 0
+    assert (
+        "plugin 'broken' (corebench-broken 1.2.3) failed to import: RuntimeError: boom at import"
+        in proc.stderr
+    )
+    assert "mbpp" in proc.stdout and "corecode" in proc.stdout
+
+
+class _Dup(System):
+    name = "direct"
+
+    async def solve(self, task, ctx):
+        return ""
+
+
+class _DupPlugin:
+    @hookimpl
+    def register_systems(self, register):
+        register(_Dup)
+        register(object)  # malformed: not a System
+
+
+class _RaisingPlugin:
+    @hookimpl
+    def register_backends(self, register):
+        raise ValueError("cannot register")
+
+
+def test_duplicate_malformed_and_raising_registrations_warn():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plugins = load_plugins(
+            extra=[
+                (_DupPlugin(), Origin("dup", "dup-dist", "0.1")),
+                (_RaisingPlugin(), Origin("raiser", "r-dist", "2")),
+            ]
+        )
+    messages = [str(w.message) for w in caught if issubclass(w.category, PluginWarning)]
+    assert any("registered system 'direct' again" in m and "dup-dist" in m for m in messages)
+    assert any("not a System subclass" in m for m in messages)
+    assert any("raiser" in m and "cannot register" in m for m in messages)
+    assert plugins.systems.get("direct").component is not _Dup  # the first registration is kept
+    assert "embedded" in plugins.backends

@@ -1,0 +1,121 @@
+"""The runner with a scripted backend: control flow, traces, store, resume and errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from corebench.harness import RunConfig, Verdict
+from corebench.harness.errors import CorebenchError
+from corebench.harness.runner import Runner
+from corebench.harness.store import Store
+
+MBPP_PLUS_REFERENCES = {
+    "similar_elements": "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n",
+    "is_not_prime": "import math\ndef is_not_prime(n):\n    return n < 2 or any(n % i == 0 for i in range(2, int(math.sqrt(n)) + 1))\n",
+}
+
+
+def answer_with_reference(request):
+    """Plans for the planner; for the coder a known-correct program when we have one."""
+    text = request.messages[-1].content
+    if text.startswith("You are the Planner"):
+        return "Input/Output: ...\nSteps: 1. compute"
+    name = re.search(r"defines the function `(\w+)`", text).group(1)
+    code = MBPP_PLUS_REFERENCES.get(name, f"def {name}(*args):\n    return None\n")
+    return f"Here you go:\n```python\n{code}```\nDone."
+
+
+def test_corecode_run_stores_samples_traces_and_resumes(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    scripted.respond = staticmethod(answer_with_reference)
+    config = RunConfig(benchmark="mbpp", system="corecode", model="scripted", limit=3)
+    runner = Runner(config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted)
+    outcome = runner.run()
+    assert (outcome.total, outcome.completed) == (3, 3)
+
+    store = Store(tmp_path / "run", create=False)
+    samples = {s.task_id: (s, r) for s, r in store.samples()}
+    assert list(samples) == ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
+    solution, result = samples["Mbpp/2"]
+    assert [c.role for c in solution.trace] == ["planner", "coder"]
+    assert solution.artifacts["plan"].startswith("Input/Output")
+    assert (
+        "Plan:\nInput/Output" in solution.trace[1].messages[-1].content
+    )  # the coder sees the plan
+    assert result.verdict is Verdict.passed and samples["Mbpp/3"][1].verdict is Verdict.passed
+    assert samples["Mbpp/4"][1].verdict is Verdict.wrong_answer
+    # the three planner calls were batched together (all tasks in flight at once)
+    assert max(c.batch_size for s, _ in samples.values() for c in s.trace) == 3
+
+    calls_before = len(scripted.requests)
+    again = Runner(config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+    assert again.completed == 0 and len(scripted.requests) == calls_before
+    assert len(list(store.samples())) == 3
+
+
+def test_no_hidden_test_reaches_a_prompt(tmp_path, data_dir, scripted, plugins_with_scripted):
+    scripted.respond = staticmethod(answer_with_reference)
+    config = RunConfig(benchmark="mbpp", system="corecode", model="scripted", limit=5)
+    runner = Runner(config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted)
+    runner.run()
+    prompts = "\n".join(m.content for r in scripted.requests for m in r.messages)
+    for task in runner.benchmark.tasks()[:5]:
+        suite = runner.benchmark.test_suite(task.task_id)
+        for args in suite.inputs["plus"][:20]:
+            call = f"{suite.entry_point}({', '.join(map(repr, args))})"
+            assert call not in prompts
+
+
+def test_a_different_config_in_the_same_directory_is_refused(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    Runner(
+        RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=1),
+        tmp_path,
+        data_dir=data_dir,
+        plugins=plugins_with_scripted,
+    ).run()
+    other = RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=1, seed=7)
+    with pytest.raises(CorebenchError, match="holds a different run.*seed"):
+        Runner(other, tmp_path, data_dir=data_dir, plugins=plugins_with_scripted).run()
+
+
+def test_model_spec_roles_are_checked(tmp_path, data_dir, plugins_with_scripted):
+    with pytest.raises(CorebenchError, match="has roles planner, coder"):
+        Runner(
+            RunConfig(benchmark="mbpp", system="corecode", model="critic=scripted"),
+            tmp_path,
+            data_dir=data_dir,
+            plugins=plugins_with_scripted,
+        )
+    with pytest.raises(CorebenchError, match="Did you mean 'scripted'"):
+        Runner(
+            RunConfig(benchmark="mbpp", system="direct", model="scriptd"),
+            tmp_path,
+            data_dir=data_dir,
+            plugins=plugins_with_scripted,
+        )
+
+
+def test_unknown_task_and_missing_data_are_clear_errors(tmp_path, data_dir, plugins_with_scripted):
+    runner = Runner(
+        RunConfig(benchmark="mbpp", system="direct", model="scripted", tasks=["Mbpp/99999"]),
+        tmp_path / "a",
+        data_dir=data_dir,
+        plugins=plugins_with_scripted,
+    )
+    with pytest.raises(CorebenchError, match="unknown mbpp task 'Mbpp/99999'"):
+        runner.run()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    runner = Runner(
+        RunConfig(benchmark="mbpp", system="direct", model="scripted"),
+        tmp_path / "b",
+        data_dir=empty,
+        plugins=plugins_with_scripted,
+    )
+    with pytest.raises(CorebenchError, match=r"MbppPlus-v0.2.0.jsonl.gz not found in .*empty"):
+        runner.run()

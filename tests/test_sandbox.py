@@ -1,0 +1,143 @@
+"""The sandbox on small suites of our own: verdicts, containment, and attempts to fake a pass."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from corebench.harness import FunctionalSuite, Verdict
+from corebench.harness.sandbox import Executor
+
+ADD = FunctionalSuite(
+    entry_point="add",
+    reference_code="def add(a, b):\n    return a + b\n",
+    inputs={"base": [[1, 2], [3, 4]], "plus": [[10**30, 1], [-5, 5]]},
+    fingerprint="test-add",
+)
+
+
+def judge(code: str, suite: FunctionalSuite = ADD):
+    return asyncio.run(Executor(workers=2).evaluate("t/add", 0, code, suite))
+
+
+def test_correct_solution_passes_with_measurements():
+    result = judge("def add(a, b):\n    return b + a\n")
+    assert result.verdict is Verdict.passed
+    assert result.suite_verdicts == {"base": Verdict.passed, "plus": Verdict.passed}
+    assert len(result.tests) == 4 and all(
+        t.wall_s is not None and t.wall_s >= 0 for t in result.tests
+    )
+    assert result.runtime_s is not None and result.peak_memory_bytes is not None
+
+
+def test_wrong_answer_names_the_failing_input():
+    result = judge("def add(a, b):\n    return a + b if a < 100 else 0\n")
+    assert result.verdict is Verdict.wrong_answer
+    assert result.suite_verdicts == {"base": Verdict.passed, "plus": Verdict.wrong_answer}
+    assert "plus test 0" in result.first_failure and "expected" in result.first_failure
+
+
+@pytest.mark.parametrize(
+    "code, verdict",
+    [
+        ("def add(a, b) return a", Verdict.syntax_error),
+        ("def plus(a, b):\n    return a + b\n", Verdict.runtime_error),  # wrong entry point
+        ("def add(a, b):\n    raise ValueError('no')\n", Verdict.runtime_error),
+        ("def add(a, b):\n    while True:\n        pass\n", Verdict.timeout),
+        ("import time\ndef add(a, b):\n    time.sleep(60)\n", Verdict.timeout),
+        (
+            "def add(a, b):\n    x = bytearray(8 * 1024**3)\n    return a + b\n",
+            Verdict.memory_exceeded,
+        ),
+        ("def add(a, b):\n    return add(a, b)\n", Verdict.runtime_error),  # RecursionError
+        ("import os\ndef add(a, b):\n    os._exit(0)\n", Verdict.runtime_error),  # exits early
+        (
+            "import ctypes\ndef add(a, b):\n    ctypes.string_at(0)\n",
+            Verdict.runtime_error,
+        ),  # segfault
+        (
+            "import os, signal\ndef add(a, b):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return a + b\n",
+            None,
+        ),
+        (
+            "import os, signal\ndef add(a, b):\n    os.killpg(0, signal.SIGKILL)\n    return a + b\n",
+            Verdict.runtime_error,
+        ),
+    ],
+)
+def test_hostile_and_broken_programs_get_the_right_verdict(code, verdict):
+    result = judge(code)
+    if verdict is None:  # its parent is out of reach: the harness lives, the output is judged
+        assert result.verdict in (Verdict.passed, Verdict.runtime_error)
+    else:
+        assert result.verdict is verdict, result.first_failure
+
+
+def test_a_custom_eq_cannot_fake_a_pass():
+    code = (
+        "class Anything:\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = object.__hash__\n"
+        "def add(a, b):\n    return Anything()\n"
+    )
+    assert judge(code).verdict is Verdict.wrong_answer
+
+
+def test_writing_a_fake_report_cannot_fake_a_pass():
+    code = (
+        "import os, json\n"
+        "def add(a, b):\n"
+        "    for fd in range(3, 10):\n"
+        "        try:\n"
+        "            os.write(fd, (json.dumps({'event': 'test', 'i': 0, 'status': 'ok', 'output': 3}) + '\\n').encode())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return 0\n"
+    )
+    assert judge(code).verdict is Verdict.wrong_answer
+
+
+def test_harness_environment_and_home_are_not_visible(monkeypatch):
+    monkeypatch.setenv("COREBENCH_TEST_SECRET", "hunter2")
+    code = (
+        "import os\n"
+        "def add(a, b):\n"
+        "    if 'COREBENCH_TEST_SECRET' in os.environ:\n        return a + b\n"
+        "    return -1\n"
+    )
+    assert judge(code).verdict is Verdict.wrong_answer
+
+
+def test_huge_output_is_capped_and_the_harness_keeps_going():
+    result = judge(
+        "import sys\ndef add(a, b):\n    sys.stdout.write('x' * 10_000_000)\n    return a + b\n"
+    )
+    assert result.verdict is Verdict.passed or result.verdict is Verdict.runtime_error
+    assert len(result.stdout) <= 64 * 1024
+
+
+def test_fork_bomb_is_contained():
+    code = "import os\ndef add(a, b):\n    while True:\n        os.fork()\n"
+    result = judge(code)
+    assert result.verdict is not Verdict.passed
+    assert (
+        judge("def add(a, b):\n    return a + b\n").verdict is Verdict.passed
+    )  # the machine still works
+
+
+@pytest.mark.skipif(os.environ.get("COREBENCH_ISOLATION") == "rlimits", reason="needs bubblewrap")
+def test_files_outside_the_sandbox_and_network_are_out_of_reach(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    code = (
+        "import os, socket\n"
+        "def add(a, b):\n"
+        f"    try:\n        os.remove({str(victim)!r})\n    except OSError:\n        pass\n"
+        "    try:\n        socket.create_connection(('127.0.0.1', 22), timeout=1)\n        return -1\n"
+        "    except OSError:\n        return a + b\n"
+    )
+    result = judge(code)
+    assert victim.read_text() == "keep me"
+    assert result.verdict is Verdict.passed  # the connection failed, so it returned a + b
