@@ -9,6 +9,7 @@ from typing import Any
 
 from .backend import Backend
 from .errors import CorebenchError
+from .extract import extract_code
 from .records import GenerationRequest, Message, ModelCall, Task
 
 
@@ -65,6 +66,12 @@ class SolveContext:
     def note(self, key: str, value: Any) -> None:
         """Keep an intermediate artifact (a plan, a debug round) with the solution."""
         self.artifacts[key] = value
+
+    def code_from(self, answer: str) -> str:
+        """The program in a model's answer (empty if none); how it was found goes in the artifacts."""
+        extracted = extract_code(answer, self.task.entry_point)
+        self.note("extraction", extracted.note)
+        return extracted.code
 
     @property
     def completion_tokens(self) -> int:

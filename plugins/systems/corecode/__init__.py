@@ -8,7 +8,6 @@ may be served by different models (``--model planner=...,coder=...``).
 from __future__ import annotations
 
 from corebench.harness import SolveContext, System, Task, hookimpl
-from corebench.harness.extract import extract_code
 from corebench.harness.prompts import render
 
 
@@ -28,9 +27,7 @@ class CoReCode(System):
         plan = plan.strip()
         ctx.note("plan", plan)
         answer = await ctx.generate("coder", render(__name__, "coder.txt", plan=plan, **fields))
-        extracted = extract_code(answer, task.entry_point)
-        ctx.note("extraction", extracted.note)
-        return extracted.code
+        return ctx.code_from(answer)
 
 
 @hookimpl

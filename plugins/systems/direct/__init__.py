@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from corebench.harness import SolveContext, System, Task, hookimpl
-from corebench.harness.extract import extract_code
 from corebench.harness.prompts import render
 
 
@@ -16,9 +15,7 @@ class Direct(System):
             "model",
             render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point),
         )
-        extracted = extract_code(answer, task.entry_point)
-        ctx.note("extraction", extracted.note)
-        return extracted.code
+        return ctx.code_from(answer)
 
 
 @hookimpl

@@ -1,0 +1,53 @@
+"""Code extraction on messy model answers (our own small corpus)."""
+
+import pytest
+
+from corebench.harness.extract import extract_code
+
+CASES = [
+    # (answer, entry point, expected substring or None when no code should be found)
+    ("```python\ndef f(x):\n    return x + 1\n```", "f", "return x + 1"),
+    (
+        "Sure! Here it is:\n```py\nimport math\ndef f(x):\n    return math.sqrt(x)\n```\nHope it helps.",
+        "f",
+        "import math",
+    ),
+    (
+        "<think>maybe def f(x): return 0</think>\n```python\ndef f(x):\n    return 2 * x\n```",
+        "f",
+        "return 2 * x",
+    ),
+    (
+        "```python\ndef helper(y):\n    return y * 3\n```\nand\n```python\ndef f(x):\n    return helper(x)\n```",
+        "f",
+        "def helper",
+    ),
+    (
+        "```python\ndef f(x):\n    return 1\n```\nBetter:\n```python\ndef f(x):\n    return 2\n```",
+        "f",
+        "return 2",
+    ),
+    ("def f(x):\n    return x - 1\n\nThis subtracts one.", "f", "return x - 1"),
+    (
+        "```python\ndef f(x):\n    total = 0\n    for i in range(x):\n        total += i\n    return total\n",
+        "f",
+        "total += i",
+    ),  # truncated fence
+    ("I cannot help with that.", "f", None),
+    ("<think>long reasoning that never ends", "f", None),
+]
+
+
+@pytest.mark.parametrize("answer, entry, expected", CASES)
+def test_extraction(answer, entry, expected):
+    extracted = extract_code(answer, entry)
+    if expected is None:
+        assert not extracted.found and extracted.code == ""
+    else:
+        assert extracted.found and expected in extracted.code
+        compile(extracted.code, "<extracted>", "exec")
+
+
+def test_wrong_entry_point_is_reported_not_renamed():
+    extracted = extract_code("```python\ndef g(x):\n    return x\n```", "f")
+    assert extracted.found and "does not define f" in extracted.note and "def g" in extracted.code
