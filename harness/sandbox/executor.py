@@ -75,13 +75,17 @@ class Executor:
 
     async def run(self, job: dict[str, Any], deadline_s: float) -> ChildReport:
         async with self._slots:
-            return await asyncio.to_thread(
+            report = await asyncio.to_thread(
                 run_child,
                 job,
                 deadline_s=deadline_s,
                 memory_bytes=self.memory_bytes,
                 mode=self.mode,
             )
+        if not report.started and not report.killed_by_deadline:
+            why = report.launcher.strip().splitlines()[-1:] or [f"exit code {report.returncode}"]
+            raise CorebenchError(f"the sandbox ({self.mode}) could not start: {why[0]}")
+        return report
 
     # --- reference outputs ---------------------------------------------------------------------
     @staticmethod

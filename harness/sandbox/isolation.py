@@ -103,6 +103,8 @@ def child_command(workdir: str, mode: str) -> tuple[list[str], str]:
         argv.append(
             "--unshare-user"
         )  # unprivileged bubblewrap; root instead drops to NOBODY in the child
+    # /tmp first: the binds below may live under it (a checkout or venv in /tmp) and must stay visible.
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     roots = _readonly_roots()
     # Parents that bubblewrap would create as 0700: make them traversable for `nobody`.
     parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - set(roots))
@@ -111,9 +113,6 @@ def child_command(workdir: str, mode: str) -> tuple[list[str], str]:
     for root in roots:
         argv += ["--ro-bind", root, root]
     argv += [
-        "--dev", "/dev",
-        "--proc", "/proc",
-        "--tmpfs", "/tmp",
         "--bind", workdir, SANDBOX_HOME,
         "--chdir", SANDBOX_HOME,
         "--", *python,

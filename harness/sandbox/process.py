@@ -31,7 +31,13 @@ class ChildReport:
     max_rss_kb: int = 0
     stdout: str = ""
     stderr: str = ""
+    launcher: str = ""  # what the sandbox launcher printed before the child took over
     isolation: str = ""
+
+    @property
+    def started(self) -> bool:
+        """Whether the child got as far as reporting (nothing a solution does can prevent that)."""
+        return self.first("ready") is not None
 
     def first(self, event: str) -> dict[str, Any] | None:
         return next((e for e in self.events if e.get("event") == event), None)
@@ -102,6 +108,7 @@ def run_child(
     with tempfile.TemporaryDirectory(prefix="corebench-") as workdir:
         os.chmod(workdir, 0o777)
         argv, home = child_command(workdir, mode)
+        launcher_log = open(Path(workdir, "launcher.txt"), "wb")  # noqa: SIM115 - closed below
         started = time.perf_counter()
         proc = subprocess.Popen(
             argv,
@@ -109,7 +116,7 @@ def run_child(
             env=minimal_env(home),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=launcher_log,  # bubblewrap's or the interpreter's own complaints, before the child takes over
             start_new_session=True,  # its own process group: a timeout kills every descendant
         )
         try:
@@ -161,6 +168,8 @@ def run_child(
                 continue  # not ours: a solution writing to the report pipe gains nothing
             if isinstance(event, dict):
                 report.events.append(event)
+        launcher_log.close()
+        report.launcher = _tail(Path(workdir, "launcher.txt"))
         report.stdout = _tail(Path(workdir, "stdout.txt"))
         report.stderr = _tail(Path(workdir, "stderr.txt"))
     return report

@@ -1,0 +1,57 @@
+"""Evaluate every reference solution of the offline benchmarks through the sandbox.
+
+Prints, per benchmark: how many reference solutions pass their own hidden tests, the failures,
+and the wall time of the evaluation (reference outputs computed first, cold, then the references
+judged against them). Usage:
+
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/reference_solutions.py [mbpp humaneval]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+
+from corebench.harness.config import data_dir_setting
+from corebench.harness.registry import default_plugins
+from corebench.harness.sandbox import Executor
+
+
+async def evaluate_references(name: str) -> None:
+    benchmark = default_plugins().benchmarks.get(name).component(data_dir_setting())
+    tasks = benchmark.tasks()
+    executor = Executor()
+    started = time.perf_counter()
+    suites = {t.task_id: benchmark.test_suite(t.task_id) for t in tasks}
+    await asyncio.gather(*(executor.reference(tid, suite) for tid, suite in suites.items()))
+    reference_s = time.perf_counter() - started
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(executor.evaluate(tid, 0, suite.reference_code, suite) for tid, suite in suites.items())
+    )
+    judge_s = time.perf_counter() - started
+    failed = [r for r in results if not r.passed]
+    tests = sum(len(r.tests) for r in results)
+    print(
+        f"{name}: {len(results) - len(failed)}/{len(results)} reference solutions pass "
+        f"({tests} tests); reference outputs {reference_s:.1f} s, judging {judge_s:.1f} s "
+        f"[isolation {executor.mode}, {executor._slots._value} workers]"
+    )
+    for r in failed:
+        print(f"  {r.task_id}: {r.verdict.value}: {r.first_failure}")
+
+
+def main() -> None:
+    names = sys.argv[1:] or ["mbpp", "humaneval"]
+    with tempfile.TemporaryDirectory() as cache:  # cold: no cached reference outputs
+        import os
+
+        os.environ["COREBENCH_CACHE_DIR"] = cache
+        for name in names:
+            asyncio.run(evaluate_references(name))
+
+
+if __name__ == "__main__":
+    main()
