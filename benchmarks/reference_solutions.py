@@ -10,11 +10,13 @@ judged against them). Usage:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
 
 from corebench.harness.config import data_dir_setting
+from corebench.harness.errors import CorebenchError
 from corebench.harness.registry import default_plugins
 from corebench.harness.sandbox import Executor
 
@@ -25,17 +27,31 @@ async def evaluate_references(name: str) -> None:
     executor = Executor()
     started = time.perf_counter()
     suites = {t.task_id: benchmark.test_suite(t.task_id) for t in tasks}
-    await asyncio.gather(*(executor.reference(tid, suite) for tid, suite in suites.items()))
+    broken = {}
+
+    async def reference(tid: str) -> None:
+        try:
+            await executor.reference(tid, suites[tid])
+        except CorebenchError as exc:
+            broken[tid] = str(exc)
+
+    await asyncio.gather(*(reference(tid) for tid in suites))
     reference_s = time.perf_counter() - started
     started = time.perf_counter()
     results = await asyncio.gather(
-        *(executor.evaluate(tid, 0, suite.reference_code, suite) for tid, suite in suites.items())
+        *(
+            executor.evaluate(tid, 0, s.reference_code, s)
+            for tid, s in suites.items()
+            if tid not in broken
+        )
     )
     judge_s = time.perf_counter() - started
+    for tid, why in broken.items():
+        print(f"  {tid}: reference outputs could not be computed: {why}")
     failed = [r for r in results if not r.passed]
     tests = sum(len(r.tests) for r in results)
     print(
-        f"{name}: {len(results) - len(failed)}/{len(results)} reference solutions pass "
+        f"{name}: {len(results) - len(failed)}/{len(suites)} reference solutions pass "
         f"({tests} tests); reference outputs {reference_s:.1f} s, judging {judge_s:.1f} s "
         f"[isolation {executor.mode}, {executor._slots._value} workers]"
     )
@@ -46,8 +62,6 @@ async def evaluate_references(name: str) -> None:
 def main() -> None:
     names = sys.argv[1:] or ["mbpp", "humaneval"]
     with tempfile.TemporaryDirectory() as cache:  # cold: no cached reference outputs
-        import os
-
         os.environ["COREBENCH_CACHE_DIR"] = cache
         for name in names:
             asyncio.run(evaluate_references(name))

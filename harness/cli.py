@@ -240,6 +240,46 @@ class _ProgressBar:
 
 
 @main.command()
+@click.option("--bench", "benchmark", required=True, help="Benchmark the samples are for.")
+@click.option(
+    "--samples",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="JSONL: task_id plus solution or completion.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Run directory for the results (re-running resumes).",
+)
+@click.option(
+    "--k", "k", default="1,10,100", show_default=True, callback=_int_list, help="pass@k values."
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar=C.ENV_DATA_DIR,
+    help="Folder with offline benchmark files.",
+)
+def evaluate(benchmark: str, samples: Path, out: Path, k: list[int], data_dir: Path | None) -> None:
+    """Judge an EvalPlus-style samples file in the sandbox (a drop-in for `evalplus.evaluate`)."""
+    import asyncio
+
+    from .evaluate import evaluate_samples, write_reports
+    from .store import Store
+    from .summary import format_summary, summarize
+
+    bench = default_plugins().benchmarks.get(benchmark).component(C.data_dir_setting(data_dir))
+    started = time.perf_counter()
+    judged = asyncio.run(evaluate_samples(bench, samples, out, k))
+    click.echo(f"{out}: judged {judged} samples in {time.perf_counter() - started:.1f} s", err=True)
+    results, summary = write_reports(out)
+    click.echo(f"wrote {results} and {summary}", err=True)
+    click.echo(format_summary(summarize(Store(out, create=False))))
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(run_dir: Path, as_json: bool) -> None:

@@ -10,6 +10,7 @@ calls the function and reports plain-data outputs, which the harness compares it
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -44,7 +45,53 @@ class Opaque:
         return f"<{self.type} {self.repr}>"
 
 
+class Digest:
+    """A decoded output too large to report: the sha256 of its canonical encoding."""
+
+    __slots__ = ("hex",)
+
+    def __init__(self, hex_digest: str):
+        self.hex = hex_digest
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Digest) and self.hex == other.hex
+
+    def __hash__(self) -> int:
+        return hash(self.hex)
+
+    def __repr__(self) -> str:
+        return f"<output with sha256 {self.hex[:12]}…>"
+
+
+def reported_output(event: dict):
+    """The output of a test event: decoded plain data, or a Digest for a large one."""
+    if "digest" in event:
+        return Digest(str(event["digest"]))
+    return decode(event.get("output"))
+
+
 # --- codec: plain Python data <-> JSON, keeping tuples, sets, complex, non-str keys ----------------
+INLINE_OUTPUT_CHARS = 8 * 1024 * 1024  # larger outputs are reported as a digest of their encoding
+_FLAT_TYPES = ({str}, {bool}, {type(None)})
+
+
+def _flat(items):
+    """``items`` as a list when every element is a JSON scalar that needs no tag (fast path, in C)."""
+    types = set(map(type, items))
+    if not types or types in _FLAT_TYPES:
+        return list(items)
+    if types == {int} and min(items) > -(2**63) and max(items) < 2**63:
+        return list(items)
+    if types == {float} and all(map(math.isfinite, items)):
+        return list(items)
+    return None
+
+
+def _sorted_by_text(encoded):
+    """Canonical order for unordered containers, so equal values encode (and hash) equally."""
+    return sorted(encoded, key=lambda e: json.dumps(e))
+
+
 def encode(value, depth: int = 0):
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
@@ -64,15 +111,24 @@ def encode(value, depth: int = 0):
     if isinstance(value, complex):
         return {"$": "complex", "v": [encode(value.real, d), encode(value.imag, d)]}
     if isinstance(value, list):
-        return [encode(v, d) for v in list.__iter__(value)]
+        flat = _flat(value) if type(value) is list else None
+        return flat if flat is not None else [encode(v, d) for v in list.__iter__(value)]
     if isinstance(value, tuple):
-        return {"$": "tuple", "v": [encode(v, d) for v in tuple.__iter__(value)]}
+        flat = _flat(value) if type(value) is tuple else None
+        return {
+            "$": "tuple",
+            "v": flat if flat is not None else [encode(v, d) for v in tuple.__iter__(value)],
+        }
     if isinstance(value, frozenset):
-        return {"$": "frozenset", "v": [encode(v, d) for v in frozenset.__iter__(value)]}
+        return {
+            "$": "frozenset",
+            "v": _sorted_by_text(encode(v, d) for v in frozenset.__iter__(value)),
+        }
     if isinstance(value, set):
-        return {"$": "set", "v": [encode(v, d) for v in set.__iter__(value)]}
+        return {"$": "set", "v": _sorted_by_text(encode(v, d) for v in set.__iter__(value))}
     if isinstance(value, dict):
-        return {"$": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in dict.items(value)]}
+        pairs = [[encode(k, d), encode(v, d)] for k, v in dict.items(value)]
+        return {"$": "dict", "v": sorted(pairs, key=lambda kv: json.dumps(kv[0]))}
     if isinstance(value, (bytes, bytearray)):
         return {"$": "bytes", "v": bytes(value).hex()}
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
@@ -86,6 +142,34 @@ def encode(value, depth: int = 0):
         "type": f"{type(value).__module__}.{type(value).__qualname__}",
         "r": text,
     }
+
+
+def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:
+    """(JSON text, None) for an output, or (None, sha256 of that text) when it exceeds ``limit``.
+
+    Long top-level lists and tuples are encoded item by item, so a huge output never exists
+    twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
+    """
+    if type(value) in (list, tuple) and len(value) > 1024 and _flat(value) is None:
+        head, tail = ("[", "]") if type(value) is list else ('{"$": "tuple", "v": [', "]}")
+        items = (json.dumps(encode(item, 1)) for item in value)
+    else:
+        head, tail, items = "", "", iter((json.dumps(encode(value)),))
+    parts, size, hasher = [head], len(head), None
+    for i, text in enumerate(items):
+        piece = text if i == 0 else ", " + text
+        size += len(piece)
+        if hasher is None:
+            parts.append(piece)
+            if size > limit:
+                hasher = hashlib.sha256("".join(parts).encode())
+                parts = []
+        else:
+            hasher.update(piece.encode())
+    if hasher is None:
+        return "".join(parts) + tail, None
+    hasher.update(tail.encode())
+    return None, hasher.hexdigest()
 
 
 def decode(data):
@@ -148,8 +232,11 @@ def main() -> None:
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
 
-    def report(**event) -> None:
-        data = (json.dumps(event) + "\n").encode()
+    def report(output_json: str | None = None, **event) -> None:
+        line = json.dumps(event)
+        if output_json is not None:  # already JSON: spliced in, not encoded twice
+            line = line[:-1] + ', "output": ' + output_json + "}"
+        data = (line + "\n").encode()
         while data:
             data = data[os.write(report_fd, data) :]
 
@@ -225,7 +312,8 @@ def main() -> None:
         peak_kb = max(_status_kb("VmHWM:"), rss0) - baseline_kb
         if outcome["status"] == "ok":
             try:
-                outcome["output"] = encode(output)
+                text, digest = encode_text(output)
+                outcome["output_json" if digest is None else "digest"] = text or digest
             except BaseException as exc:  # noqa: BLE001
                 outcome = {"status": "error", "error": f"unencodable output: {type(exc).__name__}"}
         report(event="test", i=index, wall=wall, cpu=cpu, peak_kb=max(peak_kb, 0), **outcome)

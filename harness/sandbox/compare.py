@@ -19,6 +19,7 @@ from evalplus.eval._special_oracle import (
 )
 
 from ..testsuite import FunctionalSuite
+from .child import Digest
 
 __all__ = ["MBPP_OUTPUT_NOT_NONE_TASKS", "outputs_match"]
 
@@ -42,6 +43,8 @@ def _mbpp_special(out: Any, exp: Any, args: list[Any], suite: FunctionalSuite, e
 
 def outputs_match(out: Any, exp: Any, args: list[Any], suite: FunctionalSuite) -> bool:
     """Whether a solution's output ``out`` on ``args`` is acceptable given the reference's ``exp``."""
+    if isinstance(out, Digest) or isinstance(exp, Digest):  # outputs too large to report: exact
+        return out == exp
     try:
         if suite.comparator == "evalplus-humaneval" and suite.entry_point == "find_zero":
             return abs(_poly(*args, out)) <= suite.atol  # HumanEval/32: any root will do

@@ -22,12 +22,12 @@ from ..config import (
 from ..errors import CorebenchError
 from ..records import ExecutionResult, TestOutcome, Verdict
 from ..testsuite import FunctionalSuite
-from .child import decode, encode
+from .child import encode, reported_output
 from .compare import outputs_match
 from .isolation import isolation_mode, memory_limit_bytes
 from .process import ChildReport, run_child
 
-REFERENCE_FORMAT = 1  # bump when the cached reference-output format changes
+REFERENCE_FORMAT = 2  # bump when the cached reference-output format changes
 REFERENCE_CPU_LIMIT_S = 60.0
 
 
@@ -120,7 +120,9 @@ class Executor:
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(data))
                 tmp.replace(path)
-            outputs = {name: [decode(o) for o in outs] for name, outs in data["outputs"].items()}
+            outputs = {
+                name: [reported_output(o) for o in outs] for name, outs in data["outputs"].items()
+            }
             if suite.output_not_none:
                 outputs = {name: [o is not None for o in outs] for name, outs in outputs.items()}
             reference = Reference(outputs, data["cpu_s"])
@@ -150,7 +152,7 @@ class Executor:
         index = 0
         for name in names:
             count = len(suite.inputs[name])
-            outputs[name] = [tests[i]["output"] for i in range(index, index + count)]
+            outputs[name] = [_stored_output(tests[i]) for i in range(index, index + count)]
             cpu[name] = [tests[i]["cpu"] for i in range(index, index + count)]
             index += count
         return {"outputs": outputs, "cpu_s": cpu}
@@ -239,7 +241,7 @@ class Executor:
                 outcome.detail = event.get("error") or event.get("status")
             else:
                 try:
-                    output = decode(event.get("output"))
+                    output = reported_output(event)
                 except Exception:  # malformed report: treat as a wrong answer
                     output = _Unreadable
                 if not outputs_match(output, reference.outputs[name][i], args, suite):
@@ -266,6 +268,11 @@ class Executor:
 
 
 _Unreadable = object()
+
+
+def _stored_output(event: dict[str, Any]) -> dict[str, Any]:
+    """What the reference cache keeps of a test event: its output or its digest."""
+    return {key: event[key] for key in ("output", "digest") if key in event}
 
 
 def _short(value: Any, limit: int = 200) -> str:

@@ -1,0 +1,134 @@
+"""`corebench evaluate`: judge an EvalPlus-style samples file (``task_id`` plus ``solution`` or
+``completion``) with the same executor as ``corebench run``. The results form a normal run
+directory, so ``corebench show``, ``export`` and the leaderboards read them too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .benchmark import Benchmark
+from .errors import CorebenchError, UnknownNameError
+from .metadata import environment_metadata, file_fingerprint
+from .records import ExecutionResult, RunConfig, Solution
+from .sandbox import Executor
+from .store import Store
+
+
+@dataclass(frozen=True)
+class Sample:
+    task_id: str
+    index: int  # n-th sample of its task in the file
+    code: str
+
+
+def load_samples(path: Path, benchmark: Benchmark) -> list[Sample]:
+    """Read and validate the whole file first: a malformed line is one error naming the line."""
+    prompts = {t.task_id: t.prompt for t in benchmark.tasks()}
+    counts: Counter[str] = Counter()
+    samples = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CorebenchError(f"cannot read samples file {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise CorebenchError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+            raise CorebenchError(f"{where}: expected an object with a string task_id")
+        task_id = row["task_id"]
+        if task_id not in prompts:
+            raise UnknownNameError(f"{benchmark.name} task (at {where})", task_id, prompts)
+        if isinstance(row.get("solution"), str):
+            code = row["solution"]
+        elif isinstance(row.get("completion"), str):
+            code = (
+                prompts[task_id] + row["completion"]
+            )  # EvalPlus: a completion continues the prompt
+        else:
+            raise CorebenchError(f"{where}: needs a string 'solution' or 'completion'")
+        samples.append(Sample(task_id, counts[task_id], code))
+        counts[task_id] += 1
+    if not samples:
+        raise CorebenchError(f"{path}: no samples")
+    return samples
+
+
+async def evaluate_samples(
+    benchmark: Benchmark,
+    samples_path: Path,
+    run_dir: Path,
+    k: list[int],
+    on_sample: Callable[[Solution, ExecutionResult], None] | None = None,
+) -> int:
+    """Judge every sample not yet judged in ``run_dir``; returns how many were judged now."""
+    samples = load_samples(samples_path, benchmark)
+    config = RunConfig(
+        benchmark=benchmark.name,
+        system="samples",
+        model=f"samples:{samples_path.name}@{file_fingerprint(samples_path)[:12]}",
+        n=max(s.index for s in samples) + 1,
+        k=k,
+    )
+    store = Store(run_dir)
+    try:
+        store.open_run(
+            config,
+            {
+                **environment_metadata(),
+                "dataset": benchmark.dataset_info(),
+                "samples_file": str(samples_path),
+            },
+        )
+        done = store.finished()
+        todo = [s for s in samples if (s.task_id, s.index) not in done]
+        executor = Executor()
+        store.update_metadata(isolation=executor.mode, memory_limit_bytes=executor.memory_bytes)
+
+        async def judge(sample: Sample) -> None:
+            solution = Solution(task_id=sample.task_id, sample_index=sample.index, code=sample.code)
+            store.save_solution(solution)
+            suite = benchmark.test_suite(sample.task_id)
+            result = await executor.evaluate(sample.task_id, sample.index, sample.code, suite)
+            store.save_result(result)
+            if on_sample:
+                on_sample(solution, result)
+
+        await asyncio.gather(*(judge(s) for s in todo))
+        return len(todo)
+    finally:
+        store.close()
+
+
+def write_reports(run_dir: Path) -> tuple[Path, Path]:
+    """results.jsonl (one line per sample, EvalPlus-like fields) and summary.json."""
+    from .summary import summarize
+
+    store = Store(run_dir, create=False)
+    results_path, summary_path = run_dir / "results.jsonl", run_dir / "summary.json"
+    with open(results_path, "w") as f:
+        for solution, result in store.samples():
+            row = {
+                "task_id": solution.task_id,
+                "sample_index": solution.sample_index,
+                "verdict": result.verdict.value,
+                "base_status": result.suite_verdicts.get("base", result.verdict).value,
+                "plus_status": result.verdict.value,
+                "first_failure": result.first_failure,
+                "runtime_s": result.runtime_s,
+                "cpu_s": result.cpu_s,
+                "peak_memory_bytes": result.peak_memory_bytes,
+            }
+            f.write(json.dumps(row) + "\n")
+    summary_path.write_text(json.dumps(summarize(store), indent=2) + "\n")
+    store.close()
+    return results_path, summary_path

@@ -1,0 +1,67 @@
+"""`corebench evaluate` on EvalPlus-style samples files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from corebench.harness.errors import CorebenchError
+from corebench.harness.evaluate import load_samples
+from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
+
+CLI = [sys.executable, "-m", "corebench.harness.cli"]
+
+
+@pytest.fixture
+def mbpp(data_dir):
+    return MbppPlus(data_dir)
+
+
+def write(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        (['{"task_id": "Mbpp/2", "solution": '], r"samples.jsonl:1: not valid JSON"),
+        ([{"task_id": "Mbpp/2", "solution": "x"}, {"task_id": "Mbpp/3"}], r"samples.jsonl:2: needs a string 'solution' or 'completion'"),
+        ([{"task_id": "Mbpp/9999", "solution": "x"}], r"unknown mbpp task \(at .*samples.jsonl:1\) 'Mbpp/9999'"),
+        ([["not", "an", "object"]], r"expected an object with a string task_id"),
+        ([], r"no samples"),
+    ],
+)
+def test_malformed_samples_file_is_one_clear_error(tmp_path, mbpp, rows, message):
+    with pytest.raises(CorebenchError, match=message):
+        load_samples(write(tmp_path / "samples.jsonl", rows), mbpp)
+
+
+def test_completion_continues_the_prompt_and_samples_are_numbered_per_task(tmp_path, mbpp):
+    rows = [
+        {"task_id": "Mbpp/2", "completion": "def similar_elements(a, b):\n    return set(a) & set(b)\n"},
+        {"task_id": "Mbpp/2", "solution": "def similar_elements(a, b):\n    return ()\n"},
+    ]
+    samples = load_samples(write(tmp_path / "samples.jsonl", rows), mbpp)
+    assert [s.index for s in samples] == [0, 1]
+    assert samples[0].code.startswith('"""\nWrite a function to find the shared elements')
+
+
+def test_evaluate_cli_judges_writes_reports_and_resumes(tmp_path, data_dir, mbpp):
+    problems = mbpp.problems
+    rows = [{"task_id": t, "solution": problems[t]["prompt"] + problems[t]["canonical_solution"]} for t in ("Mbpp/2", "Mbpp/3")]
+    rows.append({"task_id": "Mbpp/4", "solution": "def heap_queue_largest(nums, n):\n    return nums[:n]\n"})
+    samples = write(tmp_path / "samples.jsonl", rows)
+    args = [*CLI, "evaluate", "--bench", "mbpp", "--samples", str(samples), "--out", str(tmp_path / "ev"), "--data-dir", str(data_dir)]
+    first = subprocess.run(args, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert "judged 3 samples" in first.stderr
+    results = [json.loads(line) for line in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in results] == ["passed", "passed", "wrong_answer"]
+    summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summary["pass@k"]["1"] == pytest.approx(2 / 3)
+    again = subprocess.run(args, capture_output=True, text=True)
+    assert again.returncode == 0 and "judged 0 samples" in again.stderr
