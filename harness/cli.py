@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -319,6 +320,33 @@ def export(run_dir: Path, output: Path) -> None:
                 f.write(line + "\n")
                 count += 1
         click.echo(f"wrote {count} samples to {output}", err=True)
+
+
+@main.command()
+@click.option(
+    "--model",
+    default=C.DEFAULT_MODEL,
+    show_default=True,
+    help="Model spec of the backend to serve (no roles).",
+)
+@click.option("--name", help="Model name clients ask for (default: the spec).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port (0: any free port).")
+def serve(model: str, name: str | None, host: str, port: int) -> None:
+    """Serve a backend as an OpenAI-compatible endpoint (/v1/chat/completions, /v1/models)."""
+    from .modelspec import DEFAULT_ROLE, parse_model_spec
+    from .server import ModelServer
+
+    roles = parse_model_spec(model)
+    if set(roles) != {DEFAULT_ROLE}:
+        raise CorebenchError("serve takes one model, not per-role models")
+    ref = roles[DEFAULT_ROLE]
+    backend = default_plugins().backends.get(ref.backend).component(ref.target)
+    backend.load()
+    server = ModelServer(backend, name or str(ref), host, port)
+    click.echo(f"serving {name or ref} at {server.url}", err=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever()
 
 
 @main.command("list")

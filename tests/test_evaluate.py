@@ -29,8 +29,14 @@ def write(path, rows):
     "rows, message",
     [
         (['{"task_id": "Mbpp/2", "solution": '], r"samples.jsonl:1: not valid JSON"),
-        ([{"task_id": "Mbpp/2", "solution": "x"}, {"task_id": "Mbpp/3"}], r"samples.jsonl:2: needs a string 'solution' or 'completion'"),
-        ([{"task_id": "Mbpp/9999", "solution": "x"}], r"unknown mbpp task \(at .*samples.jsonl:1\) 'Mbpp/9999'"),
+        (
+            [{"task_id": "Mbpp/2", "solution": "x"}, {"task_id": "Mbpp/3"}],
+            r"samples.jsonl:2: needs a string 'solution' or 'completion'",
+        ),
+        (
+            [{"task_id": "Mbpp/9999", "solution": "x"}],
+            r"unknown mbpp task \(at .*samples.jsonl:1\) 'Mbpp/9999'",
+        ),
         ([["not", "an", "object"]], r"expected an object with a string task_id"),
         ([], r"no samples"),
     ],
@@ -42,7 +48,10 @@ def test_malformed_samples_file_is_one_clear_error(tmp_path, mbpp, rows, message
 
 def test_completion_continues_the_prompt_and_samples_are_numbered_per_task(tmp_path, mbpp):
     rows = [
-        {"task_id": "Mbpp/2", "completion": "def similar_elements(a, b):\n    return set(a) & set(b)\n"},
+        {
+            "task_id": "Mbpp/2",
+            "completion": "def similar_elements(a, b):\n    return set(a) & set(b)\n",
+        },
         {"task_id": "Mbpp/2", "solution": "def similar_elements(a, b):\n    return ()\n"},
     ]
     samples = load_samples(write(tmp_path / "samples.jsonl", rows), mbpp)
@@ -52,14 +61,32 @@ def test_completion_continues_the_prompt_and_samples_are_numbered_per_task(tmp_p
 
 def test_evaluate_cli_judges_writes_reports_and_resumes(tmp_path, data_dir, mbpp):
     problems = mbpp.problems
-    rows = [{"task_id": t, "solution": problems[t]["prompt"] + problems[t]["canonical_solution"]} for t in ("Mbpp/2", "Mbpp/3")]
-    rows.append({"task_id": "Mbpp/4", "solution": "def heap_queue_largest(nums, n):\n    return nums[:n]\n"})
+    rows = [
+        {"task_id": t, "solution": problems[t]["prompt"] + problems[t]["canonical_solution"]}
+        for t in ("Mbpp/2", "Mbpp/3")
+    ]
+    rows.append(
+        {"task_id": "Mbpp/4", "solution": "def heap_queue_largest(nums, n):\n    return nums[:n]\n"}
+    )
     samples = write(tmp_path / "samples.jsonl", rows)
-    args = [*CLI, "evaluate", "--bench", "mbpp", "--samples", str(samples), "--out", str(tmp_path / "ev"), "--data-dir", str(data_dir)]
+    args = [
+        *CLI,
+        "evaluate",
+        "--bench",
+        "mbpp",
+        "--samples",
+        str(samples),
+        "--out",
+        str(tmp_path / "ev"),
+        "--data-dir",
+        str(data_dir),
+    ]
     first = subprocess.run(args, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     assert "judged 3 samples" in first.stderr
-    results = [json.loads(line) for line in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    results = [
+        json.loads(line) for line in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()
+    ]
     assert [r["verdict"] for r in results] == ["passed", "passed", "wrong_answer"]
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert summary["pass@k"]["1"] == pytest.approx(2 / 3)
