@@ -60,3 +60,12 @@ def test_unordered_containers_encode_canonically():
         b.add(item)
     assert json.dumps(encode(a)) == json.dumps(encode(b))
     assert json.dumps(encode({"x": 1, "y": 2})) == json.dumps(encode({"y": 2, "x": 1}))
+
+
+def test_long_flat_rows_are_hashed_canonically_and_keep_tuple_vs_list():
+    rows = [("r", "g", i) for i in range(70_000)]
+    rebuilt = [tuple(["r" + "", "".join(["g"]), i]) for i in range(70_000)]  # equal, other objects
+    digest = encode_text(rows)[1]
+    assert digest is not None and encode_text(rebuilt)[1] == digest
+    assert encode_text([list(r) for r in rows])[1] != digest
+    assert encode_text(rows[:-1] + [("r", "g", -1)])[1] != digest

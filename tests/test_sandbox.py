@@ -141,3 +141,16 @@ def test_files_outside_the_sandbox_and_network_are_out_of_reach(tmp_path):
     result = judge(code)
     assert victim.read_text() == "keep me"
     assert result.verdict is Verdict.passed  # the connection failed, so it returned a + b
+
+
+def test_installed_packages_are_importable_by_solutions():
+    suite = FunctionalSuite(
+        entry_point="mean",
+        reference_code="def mean(xs):\n    return sum(xs) / len(xs)\n",
+        inputs={"base": [[[1.0, 2.0, 6.0]]]},
+        fingerprint="test-mean",
+    )
+    assert (
+        judge("import numpy\ndef mean(xs):\n    return float(numpy.mean(xs))\n", suite).verdict
+        is Verdict.passed
+    )

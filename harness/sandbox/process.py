@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, MAX_PROCESSES, MAX_RESULT_BYTES
-from .isolation import NOBODY, child_command, minimal_env
+from .isolation import NOBODY, child_command, minimal_env, site_packages
 
 
 @dataclass
@@ -97,6 +97,7 @@ def run_child(
         # Root is exempt from RLIMIT_NPROC: inside bubblewrap the child drops to `nobody` before
         # running the solution, so the kernel bounds its processes and it can signal nothing of ours.
         "drop_privileges": NOBODY if mode == "bwrap" and os.geteuid() == 0 else None,
+        "sys_path": site_packages(),
         "limits": {
             "memory": memory_bytes,
             "fsize": MAX_FILE_BYTES,
