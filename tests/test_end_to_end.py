@@ -148,3 +148,41 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, data_dir):
     assert len(b) == len({(t, i) for t, i, _ in b}) == 5  # none lost, none duplicated
     key = lambda rows: sorted((t, i, json.loads(s)["code"]) for t, i, s in rows)  # noqa: E731
     assert key(a) == key(b)  # greedy decoding: the same programs
+
+
+def test_a_model_per_role_with_two_different_checkpoints(tmp_path, data_dir):
+    """planner = the embedded model (float32), coder = a bfloat16 copy saved as its own checkpoint."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from corebench.plugins.backends.embedded import EmbeddedBackend
+
+    embedded = EmbeddedBackend()
+    embedded.load()
+    coder_dir = tmp_path / "coder-bf16"
+    AutoModelForCausalLM.from_pretrained(embedded.path, dtype=torch.bfloat16).save_pretrained(
+        coder_dir
+    )
+    AutoTokenizer.from_pretrained(embedded.path).save_pretrained(coder_dir)
+
+    run_dir = tmp_path / "run"
+    spec = f"planner=embedded,coder=hf:{coder_dir}"
+    args = ["run", "--system", "corecode", "--bench", "mbpp", "--limit", "2", "--max-new-tokens", "32",
+            "--model", spec, "--out", str(run_dir)]  # fmt: skip
+    proc = subprocess.run(
+        corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr
+    for _, _, solution in finished(run_dir):
+        trace = json.loads(solution)["trace"]
+        assert [(c["role"], c["model"]) for c in trace] == [
+            ("planner", "embedded:SmolLM2-135M-Instruct"),
+            ("coder", f"hf:{coder_dir}"),
+        ]
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        metadata = json.loads(db.execute("SELECT metadata FROM run").fetchone()[0])
+    assert metadata["models"]["planner"]["backend"] == "embedded"
+    assert metadata["models"]["coder"]["path"] == str(coder_dir.resolve())
+    planner_files = metadata["models"]["planner"]["files"]
+    coder_files = metadata["models"]["coder"]["files"]
+    assert planner_files["model.safetensors"] != coder_files["model.safetensors"]  # two checkpoints
