@@ -178,34 +178,32 @@ def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: in
         )
     out = out or C.DEFAULT_RUNS_DIR / _slug(f"{benchmark}-{system}-{model}")
     bar = _ProgressBar(enabled=sys.stderr.isatty() if progress is None else progress)
+
+    def start(todo: int, done: int) -> None:
+        if todo:
+            bar.start(todo)
+        else:
+            click.echo(f"{out}: all {done} samples already finished; nothing to do", err=True)
+
     runner = Runner(
         cfg,
         out,
         data_dir=C.data_dir_setting(data_dir),
         concurrency=concurrency,
         on_sample=bar.update,
+        on_start=start,
     )
-    todo, done = runner.pending(_open_store(out))
-    if not todo:
-        click.echo(f"{out}: all {done} samples already finished; nothing to do", err=True)
-    else:
-        bar.start(len(todo))
-        try:
-            outcome = runner.run()
-        finally:
-            bar.close()
+    try:
+        outcome = runner.run()
+    finally:
+        bar.close()
+    if outcome.completed:
         click.echo(
             f"{out}: {outcome.completed} new samples in {outcome.wall_s:.1f} s ({outcome.already_done} already done)",
             err=True,
         )
     store = Store(out, create=False)
     click.echo(format_summary(summarize(store)))
-
-
-def _open_store(path: Path):
-    from .store import Store
-
-    return Store(path)
 
 
 class _ProgressBar:

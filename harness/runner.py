@@ -91,6 +91,7 @@ class Runner:
         concurrency: int = DEFAULT_CONCURRENCY,
         limits: Limits | None = None,
         on_sample: ProgressFn | None = None,
+        on_start: Callable[[int, int], None] | None = None,
     ):
         self.config = config
         self.run_dir = Path(run_dir)
@@ -98,6 +99,7 @@ class Runner:
         self.concurrency = max(1, concurrency)
         self.limits = limits or Limits(DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE)
         self.on_sample = on_sample
+        self.on_start = on_start  # called with (samples to do, samples already done)
         # Resolve every name first: a typo fails before any data or model is loaded.
         self.benchmark_cls = self.plugins.benchmarks.get(config.benchmark).component
         self.system_cls = self.plugins.systems.get(config.system).component
@@ -132,6 +134,8 @@ class Runner:
             }
             store.open_run(self.config, metadata)
             todo, already = self.pending(store)
+            if self.on_start:
+                self.on_start(len(todo), already)
             if not todo:
                 return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
             needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
