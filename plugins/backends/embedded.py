@@ -42,6 +42,9 @@ def gguf_path() -> Path:
 def convert_gguf(gguf: Path, dest: Path) -> None:
     """Dequantize ``gguf`` into a Hugging Face checkpoint at ``dest`` (atomic, process-safe)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest.parent / f".{dest.name}.lock", "w") as lock:

@@ -67,11 +67,13 @@ class TransformersBackend(BatchingBackend):
         try:
             import torch  # noqa: F401
             from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
         except ImportError as exc:
             raise CorebenchError(
                 "the hf backend needs torch and transformers: pip install 'corebench[hf]' "
                 "(on CPU first: pip install torch==2.13.0)"
             ) from exc
+        hf_logging.disable_progress_bar()  # corebench shows its own progress
         device, dtype = pick_device_and_dtype(self.device_name, self.dtype_name)
         path = (
             str(Path(self.path).expanduser())
