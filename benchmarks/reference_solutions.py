@@ -53,7 +53,7 @@ async def evaluate_references(name: str) -> None:
     print(
         f"{name}: {len(results) - len(failed)}/{len(suites)} reference solutions pass "
         f"({tests} tests); reference outputs {reference_s:.1f} s, judging {judge_s:.1f} s "
-        f"[isolation {executor.mode}, {executor._slots._value} workers]"
+        f"[isolation {executor.mode}, {executor.workers} workers]"
     )
     for r in failed:
         print(f"  {r.task_id}: {r.verdict.value}: {r.first_failure}")

@@ -228,6 +228,38 @@ def decode(data):
     raise ValueError(f"unknown tag {tag!r}")
 
 
+class CappedWriter:
+    """sys.stdout/stderr for the solution: keeps the first bytes, silently drops the rest, so that
+    printing never fails a program (writes to the raw file descriptors still meet RLIMIT_FSIZE)."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, fd: int, cap: int = 1 << 20):
+        self.fd, self.left = fd, cap
+
+    def write(self, text: str) -> int:
+        if self.left > 0:
+            data = str(text).encode("utf-8", "replace")[: self.left]
+            self.left -= len(data)
+            with contextlib.suppress(OSError):
+                os.write(self.fd, data)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.fd
+
+
 # --- measurement helpers -------------------------------------------------------------------------------
 def _status_kb(field: str) -> int:
     try:
@@ -257,8 +289,8 @@ def main() -> None:
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, fd)
         os.close(out)
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
-    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    sys.stdout = CappedWriter(1)
+    sys.stderr = CappedWriter(2)
 
     def report(output_json: str | None = None, **event) -> None:
         line = json.dumps(event)

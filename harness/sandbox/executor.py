@@ -69,7 +69,8 @@ class Executor:
     def __init__(self, workers: int | None = None, memory_bytes: int | None = None):
         self.mode = isolation_mode()
         self.memory_bytes = memory_bytes or memory_limit_bytes()
-        self._slots = asyncio.Semaphore(workers or os.cpu_count() or 1)
+        self.workers = workers or os.cpu_count() or 1
+        self._slots = asyncio.Semaphore(self.workers)
         self._references: dict[str, Reference] = {}
         self._reference_locks: dict[str, asyncio.Lock] = {}
 
