@@ -339,7 +339,7 @@ def serve(model: str, name: str | None, host: str, port: int) -> None:
     if set(roles) != {DEFAULT_ROLE}:
         raise CorebenchError("serve takes one model, not per-role models")
     ref = roles[DEFAULT_ROLE]
-    backend = default_plugins().backends.get(ref.backend).component(ref.target)
+    backend = default_plugins().backends.get(ref.backend).component(ref.target, **dict(ref.options))
     backend.load()
     server = ModelServer(backend, name or str(ref), host, port)
     click.echo(f"serving {name or ref} at {server.url}", err=True)

@@ -3,6 +3,7 @@
 embedded                      the default model
 hf:PATH_OR_HUB_ID             a transformers checkpoint
 openai:NAME@URL               an OpenAI-compatible server
+vllm:ID?tensor_parallel_size=4   backend options after '?', '&'-separated
 planner=hf:A,coder=hf:B       a model per role ('*' or a bare spec is the default)
 """
 
@@ -21,19 +22,28 @@ DEFAULT_ROLE = "*"
 class ModelRef:
     backend: str
     target: str = ""
+    options: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.backend}:{self.target}" if self.target else self.backend
+        text = f"{self.backend}:{self.target}" if self.target else self.backend
+        return text + ("?" + "&".join(f"{k}={v}" for k, v in self.options) if self.options else "")
 
 
 def parse_model_ref(text: str) -> ModelRef:
     text = text.strip()
     if not text:
         raise CorebenchError("empty model spec")
+    text, _, query = text.partition("?")
     backend, _, target = text.partition(":")
     if not re.fullmatch(r"[A-Za-z][\w.-]*", backend):
         raise CorebenchError(f"bad model spec {text!r}: expected BACKEND or BACKEND:TARGET")
-    return ModelRef(backend, target)
+    options = []
+    for item in filter(None, query.split("&")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CorebenchError(f"bad backend option {item!r} in model spec: expected KEY=VALUE")
+        options.append((key, value))
+    return ModelRef(backend, target, tuple(options))
 
 
 def parse_model_spec(spec: str) -> dict[str, ModelRef]:

@@ -76,7 +76,9 @@ def build_backends(
     instances: dict[ModelRef, Backend] = {}
     for ref in roles.values():
         if ref not in instances:
-            instances[ref] = plugins.backends.get(ref.backend).component(ref.target, **options)
+            instances[ref] = plugins.backends.get(ref.backend).component(
+                ref.target, **dict(ref.options), **options
+            )
     return {role: instances[ref] for role, ref in roles.items()}
 
 

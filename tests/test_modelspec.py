@@ -18,6 +18,16 @@ from corebench.harness.modelspec import ModelRef, format_model_spec, parse_model
             {"planner": ModelRef("hf", "ckpt/p"), "coder": ModelRef("hf", "ckpt/c")},
         ),
         ("planner=hf:p, *=embedded", {"planner": ModelRef("hf", "p"), "*": ModelRef("embedded")}),
+        (
+            "vllm:Qwen/Qwen2.5-Coder-7B?tensor_parallel_size=4&dtype=bfloat16",
+            {
+                "*": ModelRef(
+                    "vllm",
+                    "Qwen/Qwen2.5-Coder-7B",
+                    (("tensor_parallel_size", "4"), ("dtype", "bfloat16")),
+                )
+            },
+        ),
     ],
 )
 def test_parse(spec, expected):
@@ -25,7 +35,9 @@ def test_parse(spec, expected):
     assert parse_model_spec(format_model_spec(expected)) == expected
 
 
-@pytest.mark.parametrize("spec", ["", "planner=hf:a,oops", "planner=hf:a,planner=hf:b", "9bad"])
+@pytest.mark.parametrize(
+    "spec", ["", "planner=hf:a,oops", "planner=hf:a,planner=hf:b", "9bad", "vllm:m?tp"]
+)
 def test_bad_specs_are_one_clear_error(spec):
     with pytest.raises(CorebenchError):
         parse_model_spec(spec)

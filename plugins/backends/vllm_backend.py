@@ -1,0 +1,118 @@
+"""vLLM's offline engine (GPU machines): ``--model vllm:PATH_OR_HUB_ID``.
+
+vLLM batches continuously inside one ``LLM.chat`` call; corebench's batcher hands it every request
+that is ready. Install with ``pip install 'corebench[vllm]'`` on a CUDA machine. The request and
+option mapping below is plain Python so that it is tested on CPU, where vLLM cannot be installed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from corebench.harness import (
+    BatchingBackend,
+    CorebenchError,
+    Generation,
+    GenerationRequest,
+    hookimpl,
+)
+
+
+def _flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+
+
+ENGINE_OPTIONS = {
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "dtype": str,
+    "gpu_memory_utilization": float,
+    "max_model_len": int,
+    "seed": int,
+    "enforce_eager": _flag,
+}
+
+
+def engine_kwargs(target: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``: the model plus the engine options corebench knows."""
+    unknown = set(options) - set(ENGINE_OPTIONS)
+    if unknown:
+        raise CorebenchError(
+            f"unknown vllm option(s) {', '.join(sorted(unknown))} (known: {', '.join(ENGINE_OPTIONS)})"
+        )
+    kwargs: dict[str, Any] = {"model": target}
+    for name, value in options.items():
+        kwargs[name] = ENGINE_OPTIONS[name](value)
+    return kwargs
+
+
+def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` from one corebench request."""
+    greedy = request.temperature == 0
+    return {
+        "temperature": request.temperature,
+        "top_p": 1.0 if greedy else request.top_p,
+        "max_tokens": request.max_new_tokens,
+        "stop": list(request.stop) or None,
+        "seed": None if greedy else request.seed,
+    }
+
+
+def to_generation(output: Any, latency_s: float, batch_size: int) -> Generation:
+    """A corebench Generation from a vLLM ``RequestOutput``."""
+    completion = output.outputs[0]
+    return Generation(
+        text=completion.text,
+        prompt_tokens=len(output.prompt_token_ids or []),
+        completion_tokens=len(completion.token_ids),
+        finish_reason="length" if completion.finish_reason == "length" else "stop",
+        latency_s=latency_s,
+        batch_size=batch_size,
+    )
+
+
+class VllmBackend(BatchingBackend):
+    name = "vllm"
+    description = "vLLM offline engine on GPUs (continuous batching, tensor parallel)"
+
+    def __init__(self, target: str = "", max_batch: int = 256, **options: Any):
+        super().__init__(target, max_batch=max_batch)
+        if not target:
+            raise CorebenchError("the vllm backend needs a model: --model vllm:PATH_OR_HUB_ID")
+        self.engine = engine_kwargs(target, options)
+        self._llm: Any = None
+
+    def load(self) -> None:
+        if self._llm is not None:
+            return
+        try:
+            import vllm
+        except ImportError:
+            raise CorebenchError(
+                "the vllm backend needs vLLM on a CUDA machine: pip install 'corebench[vllm]' "
+                "(or serve the model with `vllm serve` and use --model openai:NAME@URL)"
+            ) from None
+        self._llm = vllm.LLM(**self.engine)
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": self.name, **self.engine}
+
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        import vllm
+
+        self.load()
+        conversations = [[m.model_dump() for m in r.messages] for r in requests]
+        params = [vllm.SamplingParams(**sampling_kwargs(r)) for r in requests]
+        started = time.perf_counter()
+        outputs = self._llm.chat(conversations, params, use_tqdm=False)
+        latency = time.perf_counter() - started
+        return [to_generation(o, latency, len(requests)) for o in outputs]
+
+    def close(self) -> None:
+        self._llm = None
+
+
+@hookimpl
+def register_backends(register):
+    register(VllmBackend)
