@@ -156,10 +156,17 @@ def _slug(text: str) -> str:
     default=None,
     help="Progress bar (default: when stderr is a terminal).",
 )
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=0),
+    default=C.DEFAULT_REPEATS,
+    show_default=True,
+    help="Efficiency phase: timed calls per test for passing solutions (0: skip).",
+)
 def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
         split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,
         system_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
-        progress: bool | None) -> None:  # fmt: skip
+        progress: bool | None, repeats: int) -> None:  # fmt: skip
     """Run SYSTEM on BENCH with MODEL, execute every solution in the sandbox, store the results."""
     from .runner import Runner
     from .store import Store
@@ -192,6 +199,7 @@ def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: in
         concurrency=concurrency,
         on_sample=bar.update,
         on_start=start,
+        repeats=repeats,
     )
     try:
         outcome = runner.run()
@@ -261,7 +269,16 @@ class _ProgressBar:
     envvar=C.ENV_DATA_DIR,
     help="Folder with offline benchmark files.",
 )
-def evaluate(benchmark: str, samples: Path, out: Path, k: list[int], data_dir: Path | None) -> None:
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=0),
+    default=C.DEFAULT_REPEATS,
+    show_default=True,
+    help="Efficiency phase: timed calls per test for passing solutions (0: skip).",
+)
+def evaluate(
+    benchmark: str, samples: Path, out: Path, k: list[int], data_dir: Path | None, repeats: int
+) -> None:
     """Judge an EvalPlus-style samples file in the sandbox (a drop-in for `evalplus.evaluate`)."""
     import asyncio
 
@@ -271,7 +288,7 @@ def evaluate(benchmark: str, samples: Path, out: Path, k: list[int], data_dir: P
 
     bench = default_plugins().benchmarks.get(benchmark).component(C.data_dir_setting(data_dir))
     started = time.perf_counter()
-    judged = asyncio.run(evaluate_samples(bench, samples, out, k))
+    judged = asyncio.run(evaluate_samples(bench, samples, out, k, repeats=repeats))
     click.echo(f"{out}: judged {judged} samples in {time.perf_counter() - started:.1f} s", err=True)
     results, summary = write_reports(out)
     click.echo(f"wrote {results} and {summary}", err=True)

@@ -71,3 +71,8 @@ MAX_RESULT_BYTES = 256 * 1024**2  # what a child may report back (outputs of all
 MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
 ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto | bwrap | rlimits
+
+# --- efficiency phase (passing solutions only, one at a time) -----------------------------------
+DEFAULT_REPEATS = 5  # timed calls per test; the median counts
+EFFICIENCY_WARMUP = 1  # untimed calls per test before them
+MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)

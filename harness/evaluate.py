@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .benchmark import Benchmark
+from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
 from .metadata import environment_metadata, file_fingerprint
 from .records import ExecutionResult, RunConfig, Solution
@@ -69,6 +70,7 @@ async def evaluate_samples(
     run_dir: Path,
     k: list[int],
     on_sample: Callable[[Solution, ExecutionResult], None] | None = None,
+    repeats: int = 0,
 ) -> int:
     """Judge every sample not yet judged in ``run_dir``; returns how many were judged now."""
     samples = load_samples(samples_path, benchmark)
@@ -104,6 +106,9 @@ async def evaluate_samples(
                 on_sample(solution, result)
 
         await asyncio.gather(*(judge(s) for s in todo))
+        if repeats > 0:
+            store.update_metadata(efficiency_repeats=repeats)
+            await measure_passing(store, benchmark, executor, repeats)
         return len(todo)
     finally:
         store.close()

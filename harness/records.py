@@ -112,6 +112,20 @@ class TestOutcome(Record):
     detail: str | None = None  # failing input, exception type and message
 
 
+class Efficiency(Record):
+    """Runtime and memory of a passing solution, measured in the serialized efficiency phase
+    (median over repeats after a warm-up), next to the reference solution measured the same way."""
+
+    repeats: int
+    runtime_s: float  # sum over tests of the median wall time
+    cpu_s: float
+    peak_memory_bytes: int
+    reference_runtime_s: float
+    reference_peak_memory_bytes: int
+    runtime_ratio: float  # runtime_s / reference_runtime_s (EffiBench's NET for one task)
+    memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)
+
+
 class ExecutionResult(Record):
     """The sandbox's verdict on a solution, computed by the harness, never by the solution."""
 
@@ -128,6 +142,7 @@ class ExecutionResult(Record):
     stdout: str = ""
     stderr: str = ""
     isolation: str = ""
+    efficiency: Efficiency | None = None
 
     @property
     def passed(self) -> bool:

@@ -15,8 +15,14 @@ from pathlib import Path
 
 from .backend import Backend
 from .benchmark import Benchmark
-from .config import DEFAULT_CONCURRENCY, DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE
+from .config import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_CALLS_PER_SAMPLE,
+    DEFAULT_MAX_TOKENS_PER_SAMPLE,
+    DEFAULT_REPEATS,
+)
 from .context import BudgetExceeded, Limits, Sampling, SolveContext
+from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
 from .metadata import environment_metadata
 from .modelspec import DEFAULT_ROLE, ModelRef, format_model_spec, parse_model_spec
@@ -94,6 +100,7 @@ class Runner:
         limits: Limits | None = None,
         on_sample: ProgressFn | None = None,
         on_start: Callable[[int, int], None] | None = None,
+        repeats: int = DEFAULT_REPEATS,
     ):
         self.config = config
         self.run_dir = Path(run_dir)
@@ -102,6 +109,7 @@ class Runner:
         self.limits = limits or Limits(DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE)
         self.on_sample = on_sample
         self.on_start = on_start  # called with (samples to do, samples already done)
+        self.repeats = repeats  # efficiency phase: timed calls per test (0: no efficiency phase)
         # Resolve every name first: a typo fails before any data or model is loaded.
         self.benchmark_cls = self.plugins.benchmarks.get(config.benchmark).component
         self.system_cls = self.plugins.systems.get(config.system).component
@@ -139,6 +147,7 @@ class Runner:
             if self.on_start:
                 self.on_start(len(todo), already)
             if not todo:
+                await self.measure(store)
                 return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
             needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
             backends = build_backends(self.roles, self.plugins) if needs_model else {}
@@ -180,9 +189,16 @@ class Runner:
                     backend.close()
             wall = time.perf_counter() - started
             store.update_metadata(wall_s=store.metadata().get("wall_s", 0.0) + wall)
+            await self.measure(store, executor)
             return RunOutcome(self.run_dir, already + len(todo), already, len(todo), wall)
         finally:
             store.close()
+
+    async def measure(self, store: Store, executor: Executor | None = None) -> None:
+        """The efficiency phase, after every sample has its verdict (resumable like the rest)."""
+        if self.repeats > 0:
+            store.update_metadata(efficiency_repeats=self.repeats)
+            await measure_passing(store, self.benchmark, executor or Executor(), self.repeats)
 
     async def solve(
         self, task: Task, index: int, backends: dict[str, Backend], sampling: Sampling

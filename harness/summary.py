@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 from evalplus.eval import estimate_pass_at_k
 
+from .config import MEMORY_FLOOR_BYTES
 from .records import Verdict
 from .store import Store
 
@@ -32,9 +33,48 @@ def samples_frame(store: Store) -> pd.DataFrame:
                 "completion_tokens": solution.completion_tokens,
                 "solve_wall_s": solution.wall_time_s,
                 "error": solution.error,
+                **_efficiency_columns(result),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _efficiency_columns(result) -> dict[str, Any]:
+    e = result.efficiency
+    if e is None:
+        return dict.fromkeys(
+            [
+                "eff_runtime_s",
+                "eff_ref_runtime_s",
+                "eff_peak",
+                "eff_ref_peak",
+                "runtime_ratio",
+                "memory_ratio",
+            ]
+        )
+    return {
+        "eff_runtime_s": e.runtime_s,
+        "eff_ref_runtime_s": e.reference_runtime_s,
+        "eff_peak": max(e.peak_memory_bytes, MEMORY_FLOOR_BYTES),
+        "eff_ref_peak": max(e.reference_peak_memory_bytes, MEMORY_FLOOR_BYTES),
+        "runtime_ratio": e.runtime_ratio,
+        "memory_ratio": e.memory_ratio,
+    }
+
+
+def efficiency(frame: pd.DataFrame) -> dict[str, Any] | None:
+    """Normalized efficiency of measured passing solutions: per-solution median ratios, and
+    EffiBench-style aggregates (sum over solutions / sum over their references)."""
+    measured = frame.dropna(subset=["runtime_ratio"])
+    if measured.empty:
+        return None
+    return {
+        "measured": len(measured),
+        "runtime_ratio_median": float(measured["runtime_ratio"].median()),
+        "memory_ratio_median": float(measured["memory_ratio"].median()),
+        "net": float(measured["eff_runtime_s"].sum() / measured["eff_ref_runtime_s"].sum()),
+        "nmu": float(measured["eff_peak"].sum() / measured["eff_ref_peak"].sum()),
+    }
 
 
 def pass_at_k(frame: pd.DataFrame, column: str, ks: list[int]) -> dict[int, float]:
@@ -78,6 +118,7 @@ def summarize(store: Store) -> dict[str, Any]:
         "mean": _stat(passing["peak_memory_bytes"].mean()),
         "median": _stat(passing["peak_memory_bytes"].median()),
     }
+    summary["efficiency"] = efficiency(frame)
     per_task = frame.groupby("task_id")[
         ["calls", "prompt_tokens", "completion_tokens", "solve_wall_s"]
     ].sum()
@@ -111,6 +152,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         )
         lines.append(
             f"peak memory of passing     mean {mem['mean'] / 1024:.0f} KiB, median {mem['median'] / 1024:.0f} KiB"
+        )
+    eff = summary.get("efficiency")
+    if eff:
+        lines.append(
+            f"vs reference ({eff['measured']} measured) runtime x{eff['runtime_ratio_median']:.2f} median, "
+            f"NET {eff['net']:.2f}; memory x{eff['memory_ratio_median']:.2f} median, NMU {eff['nmu']:.2f}"
         )
     t = summary["per_task"]
     lines.append(

@@ -90,5 +90,7 @@ def test_evaluate_cli_judges_writes_reports_and_resumes(tmp_path, data_dir, mbpp
     assert [r["verdict"] for r in results] == ["passed", "passed", "wrong_answer"]
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert summary["pass@k"]["1"] == pytest.approx(2 / 3)
+    assert summary["efficiency"]["measured"] == 2  # the references, against themselves
+    assert 0.2 < summary["efficiency"]["net"] < 5
     again = subprocess.run(args, capture_output=True, text=True)
     assert again.returncode == 0 and "judged 0 samples" in again.stderr

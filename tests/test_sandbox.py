@@ -159,3 +159,20 @@ def test_installed_packages_are_importable_by_solutions():
         judge("import numpy\ndef mean(xs):\n    return float(numpy.mean(xs))\n", suite).verdict
         is Verdict.passed
     )
+
+
+def test_efficiency_is_measured_against_the_reference():
+    executor = Executor(workers=2)
+    suite = FunctionalSuite(
+        entry_point="total",
+        reference_code="def total(n):\n    return n * (n - 1) // 2\n",
+        inputs={"base": [[200_000], [300_000]]},
+        fingerprint="test-total",
+    )
+    slow = "def total(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
+    fast = asyncio.run(executor.measure("t/total", suite.reference_code, suite, repeats=3))
+    measured = asyncio.run(executor.measure("t/total", slow, suite, repeats=3))
+    assert measured.repeats == 3 and measured.reference_runtime_s == fast.reference_runtime_s
+    assert 0.2 < fast.runtime_ratio < 5  # the reference against itself
+    assert measured.runtime_ratio > 20  # a loop of 300k additions against a formula
+    assert measured.peak_memory_bytes >= 0 and measured.memory_ratio > 0

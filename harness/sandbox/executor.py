@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import (
+    EFFICIENCY_WARMUP,
     MAX_TOTAL_TIME_S,
+    MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
     STARTUP_ALLOWANCE_S,
     TIME_LIMIT_FACTOR,
@@ -20,7 +22,7 @@ from ..config import (
     cache_dir,
 )
 from ..errors import CorebenchError
-from ..records import ExecutionResult, TestOutcome, Verdict
+from ..records import Efficiency, ExecutionResult, TestOutcome, Verdict
 from ..testsuite import FunctionalSuite
 from .child import encode, reported_output
 from .compare import outputs_match
@@ -72,6 +74,8 @@ class Executor:
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
         self._references: dict[str, Reference] = {}
+        self._reference_efficiency: dict[str, tuple[float, float, int]] = {}
+        self._measuring = asyncio.Lock()
         self._reference_locks: dict[str, asyncio.Lock] = {}
 
     async def run(self, job: dict[str, Any], deadline_s: float) -> ChildReport:
@@ -157,6 +161,57 @@ class Executor:
             cpu[name] = [tests[i]["cpu"] for i in range(index, index + count)]
             index += count
         return {"outputs": outputs, "cpu_s": cpu}
+
+    # --- efficiency ------------------------------------------------------------------------------------
+    async def _timed(self, code: str, suite: FunctionalSuite, repeats: int) -> ChildReport:
+        plan = [args for name in suite.inputs for args in suite.inputs[name]]
+        job = {
+            "code": code,
+            "entry_point": suite.entry_point,
+            "tests": [{"args": encode(args), "cpu_limit": REFERENCE_CPU_LIMIT_S} for args in plan],
+            "repeats": repeats,
+            "warmup": EFFICIENCY_WARMUP,
+        }
+        async with self._measuring:  # one measurement at a time: no neighbour distorts the timings
+            report = await self.run(
+                job, deadline_s=MAX_TOTAL_TIME_S * (repeats + EFFICIENCY_WARMUP)
+            )
+        if len(report.tests()) != len(plan) or any(
+            e.get("status") != "ok" for e in report.tests().values()
+        ):
+            raise CorebenchError("a solution that passed failed during the efficiency phase")
+        return report
+
+    @staticmethod
+    def _totals(report: ChildReport) -> tuple[float, float, int]:
+        tests = report.tests().values()
+        return (
+            sum(e["wall"] for e in tests),
+            sum(e["cpu"] for e in tests),
+            max(int(e.get("peak_kb", 0)) for e in tests) * 1024,
+        )
+
+    async def measure(
+        self, task_id: str, code: str, suite: FunctionalSuite, repeats: int
+    ) -> Efficiency:
+        """Runtime and memory of a passing solution and of the reference, measured alike."""
+        key = self._reference_key(task_id, suite)
+        if key not in self._reference_efficiency:
+            self._reference_efficiency[key] = self._totals(
+                await self._timed(suite.reference_code, suite, repeats)
+            )
+        ref_wall, _, ref_peak = self._reference_efficiency[key]
+        wall, cpu, peak = self._totals(await self._timed(code, suite, repeats))
+        return Efficiency(
+            repeats=repeats,
+            runtime_s=wall,
+            cpu_s=cpu,
+            peak_memory_bytes=peak,
+            reference_runtime_s=ref_wall,
+            reference_peak_memory_bytes=ref_peak,
+            runtime_ratio=wall / ref_wall if ref_wall > 0 else float("nan"),
+            memory_ratio=max(peak, MEMORY_FLOOR_BYTES) / max(ref_peak, MEMORY_FLOOR_BYTES),
+        )
 
     # --- solutions -----------------------------------------------------------------------------------
     async def evaluate(
