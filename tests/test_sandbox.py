@@ -176,3 +176,15 @@ def test_efficiency_is_measured_against_the_reference():
     assert 0.2 < fast.runtime_ratio < 5  # the reference against itself
     assert measured.runtime_ratio > 20  # a loop of 300k additions against a formula
     assert measured.peak_memory_bytes >= 0 and measured.memory_ratio > 0
+
+
+def test_a_wrong_huge_integer_is_reported_without_breaking_the_harness():
+    suite = FunctionalSuite(
+        entry_point="power",
+        reference_code="def power(n):\n    return 7 ** n\n",
+        inputs={"base": [[20_000]]},
+        fingerprint="test-power",
+    )
+    result = judge("def power(n):\n    return 7 ** n + 1\n", suite)
+    assert result.verdict is Verdict.wrong_answer and "too large to print" in result.first_failure
+    assert judge("def power(n):\n    return pow(7, n)\n", suite).verdict is Verdict.passed

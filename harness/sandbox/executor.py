@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import os
+import reprlib
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -331,6 +332,15 @@ def _stored_output(event: dict[str, Any]) -> dict[str, Any]:
     return {key: event[key] for key in ("output", "digest") if key in event}
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 8
+
+
 def _short(value: Any, limit: int = 200) -> str:
-    text = repr(value)
+    """A bounded, never-failing description of an input or output for failure messages."""
+    try:
+        text = _REPR.repr(value)
+    except ValueError:  # e.g. an int beyond Python's digit limit for str()
+        text = f"<{type(value).__name__} too large to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
