@@ -79,6 +79,8 @@ def main() -> None:
         args.bench,
         "--samples",
         str(samples),
+        "--repeats",
+        "0",  # correctness only, as EvalPlus does
     ]
     timed([*ours, "--out", str(work / "corebench-cold")], env)  # fills the reference-output cache
     corebench_s = timed([*ours, "--out", str(work / "corebench-warm")], env)

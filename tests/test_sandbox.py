@@ -188,3 +188,9 @@ def test_a_wrong_huge_integer_is_reported_without_breaking_the_harness():
     result = judge("def power(n):\n    return 7 ** n + 1\n", suite)
     assert result.verdict is Verdict.wrong_answer and "too large to print" in result.first_failure
     assert judge("def power(n):\n    return pow(7, n)\n", suite).verdict is Verdict.passed
+
+
+def test_solutions_are_compiled_as_plain_python_without_our_future_imports():
+    # EvalPlus semantics: annotations are evaluated, so a missing `from typing import List` fails.
+    result = judge("def add(a: List[int], b):\n    return a + b\n")
+    assert result.verdict is Verdict.runtime_error and "NameError" in result.first_failure

@@ -340,7 +340,9 @@ def main() -> None:
     namespace: dict = {"__name__": "__main__"}
     started = clock()
     try:
-        compiled = compile(job["code"], "<solution>", "exec")
+        # dont_inherit: this file's own `from __future__ import annotations` must not leak into the
+        # solution (it would hide a NameError in annotations that plain Python raises).
+        compiled = compile(job["code"], "<solution>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         report(event="load", status="syntax_error", error=f"{type(exc).__name__}: {exc}")
         os._exit(0)

@@ -30,7 +30,7 @@ from .compare import outputs_match
 from .isolation import isolation_mode, memory_limit_bytes
 from .process import ChildReport, run_child
 
-REFERENCE_FORMAT = 3  # bump when the cached reference-output format changes
+REFERENCE_FORMAT = 4  # bump when the cached reference-output format changes
 REFERENCE_CPU_LIMIT_S = 60.0
 
 
