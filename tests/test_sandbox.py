@@ -194,3 +194,16 @@ def test_solutions_are_compiled_as_plain_python_without_our_future_imports():
     # EvalPlus semantics: annotations are evaluated, so a missing `from typing import List` fails.
     result = judge("def add(a: List[int], b):\n    return a + b\n")
     assert result.verdict is Verdict.runtime_error and "NameError" in result.first_failure
+
+
+def test_judging_stops_at_the_first_failing_test_unless_asked_for_all():
+    code = "def add(a, b):\n    return 0 if a < 5 else a + b\n"
+    stopped = judge(code)
+    assert [t.verdict for t in stopped.tests] == [Verdict.wrong_answer]
+    full = asyncio.run(Executor(workers=2).evaluate("t/add", 0, code, ADD, stop_on_failure=False))
+    assert [t.verdict.value for t in full.tests] == [
+        "wrong_answer",
+        "wrong_answer",
+        "passed",
+        "passed",
+    ]

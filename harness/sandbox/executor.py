@@ -9,6 +9,7 @@ import json
 import os
 import reprlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,12 @@ class Executor:
         self._measuring = asyncio.Lock()
         self._reference_locks: dict[str, asyncio.Lock] = {}
 
-    async def run(self, job: dict[str, Any], deadline_s: float) -> ChildReport:
+    async def run(
+        self,
+        job: dict[str, Any],
+        deadline_s: float,
+        keep_going: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> ChildReport:
         async with self._slots:
             report = await asyncio.to_thread(
                 run_child,
@@ -87,6 +93,7 @@ class Executor:
                 deadline_s=deadline_s,
                 memory_bytes=self.memory_bytes,
                 mode=self.mode,
+                keep_going=keep_going,
             )
         if not report.started and not report.killed_by_deadline:
             why = report.launcher.strip().splitlines()[-1:] or [f"exit code {report.returncode}"]
@@ -216,9 +223,15 @@ class Executor:
 
     # --- solutions -----------------------------------------------------------------------------------
     async def evaluate(
-        self, task_id: str, sample_index: int, code: str, suite: FunctionalSuite
+        self,
+        task_id: str,
+        sample_index: int,
+        code: str,
+        suite: FunctionalSuite,
+        stop_on_failure: bool = True,
     ) -> ExecutionResult:
-        """Run ``code`` on every hidden input and compare each output with the reference."""
+        """Run ``code`` on the hidden inputs and compare each output with the reference as it
+        arrives; by default the child is stopped at the first failing test (as EvalPlus does)."""
         reference = await self.reference(task_id, suite)
         plan = [
             (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
@@ -238,8 +251,34 @@ class Executor:
             "stop_on_error": True,
         }
         deadline = min(MAX_TOTAL_TIME_S, WALL_SLACK_FACTOR * sum(limits)) + STARTUP_ALLOWANCE_S
-        report = await self.run(job, deadline_s=deadline)
-        return self._judge(task_id, sample_index, suite, plan, reference, report)
+        checked: dict[int, tuple[Any, bool]] = {}
+
+        def keep_going(event: dict[str, Any]) -> bool:
+            index = event.get("i")
+            if event.get("event") != "test" or not isinstance(index, int) or index in checked:
+                return True
+            if not 0 <= index < len(plan) or event.get("status") != "ok":
+                return True  # the child stops by itself after an error
+            checked[index] = self._check(event, plan[index], reference, suite)
+            return checked[index][1] or not stop_on_failure
+
+        report = await self.run(job, deadline_s=deadline, keep_going=keep_going)
+        return self._judge(task_id, sample_index, suite, plan, reference, report, checked)
+
+    @staticmethod
+    def _check(
+        event: dict[str, Any],
+        planned: tuple[str, int, Any],
+        reference: Reference,
+        suite: FunctionalSuite,
+    ) -> tuple[Any, bool]:
+        """The decoded output of a test event and whether it matches the reference's."""
+        name, i, args = planned
+        try:
+            output = reported_output(event)
+        except Exception:  # malformed report: treat as a wrong answer
+            output = _Unreadable
+        return output, outputs_match(output, reference.outputs[name][i], args, suite)
 
     def _judge(
         self,
@@ -249,6 +288,7 @@ class Executor:
         plan: list[tuple[str, int, Any]],
         reference: Reference,
         report: ChildReport,
+        checked: dict[int, tuple[Any, bool]],
     ) -> ExecutionResult:
         result = ExecutionResult(
             task_id=task_id,
@@ -297,11 +337,10 @@ class Executor:
                 outcome.verdict = _status_verdict(event.get("status", ""))
                 outcome.detail = event.get("error") or event.get("status")
             else:
-                try:
-                    output = reported_output(event)
-                except Exception:  # malformed report: treat as a wrong answer
-                    output = _Unreadable
-                if not outputs_match(output, reference.outputs[name][i], args, suite):
+                output, matched = checked.get(index) or self._check(
+                    event, plan[index], reference, suite
+                )
+                if not matched:
                     outcome.verdict = Verdict.wrong_answer
                     outcome.detail = f"input {_short(args)}: got {_short(output)}, expected {_short(reference.outputs[name][i])}"
             result.tests.append(outcome)

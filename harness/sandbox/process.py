@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ class ChildReport:
     events: list[dict[str, Any]] = field(default_factory=list)
     returncode: int | None = None
     killed_by_deadline: bool = False
+    stopped_early: bool = False  # the harness stopped it after a failing test
     report_overflow: bool = False
     wall_s: float = 0.0
     cpu_s: float = 0.0  # from the kernel (wait4), not from the child
@@ -73,6 +75,22 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _take(
+    report: ChildReport, lines: list[bytes], keep_going: Callable[[dict[str, Any]], bool] | None
+) -> bool:
+    """Parse complete report lines into events; False as soon as ``keep_going`` says stop."""
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # not ours: a solution writing to the report pipe gains nothing
+        if isinstance(event, dict):
+            report.events.append(event)
+            if keep_going is not None and not keep_going(event):
+                return False
+    return True
+
+
 def _reap(pid: int, end: float) -> tuple[int | None, Any]:
     """Wait for ``pid`` until ``end``; (None, None) if it is still running then."""
     while True:
@@ -85,9 +103,17 @@ def _reap(pid: int, end: float) -> tuple[int | None, Any]:
 
 
 def run_child(
-    job: dict[str, Any], *, deadline_s: float, memory_bytes: int, mode: str
+    job: dict[str, Any],
+    *,
+    deadline_s: float,
+    memory_bytes: int,
+    mode: str,
+    keep_going: Callable[[dict[str, Any]], bool] | None = None,
 ) -> ChildReport:
-    """Blocking: start the child, feed it ``job``, read its report until exit or deadline."""
+    """Blocking: start the child, feed it ``job``, read its report until exit or deadline.
+
+    ``keep_going`` sees each event as it arrives; returning False stops the child at once (the
+    harness has seen a failing test and needs no more)."""
     report = ChildReport(isolation=mode)
     cpu_budget = sum(float(t["cpu_limit"]) for t in job.get("tests", [])) + float(
         job.get("load_cpu_limit", 5.0)
@@ -127,7 +153,7 @@ def run_child(
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
-            buffer = bytearray()
+            buffer, received = bytearray(), 0
             end = started + deadline_s
             with selectors.DefaultSelector() as sel:
                 sel.register(proc.stdout, selectors.EVENT_READ)
@@ -141,11 +167,18 @@ def run_child(
                     chunk = os.read(proc.stdout.fileno(), 1 << 16)
                     if not chunk:
                         break
-                    buffer += chunk
-                    if len(buffer) > MAX_RESULT_BYTES:
+                    received += len(chunk)
+                    if received > MAX_RESULT_BYTES:
                         report.report_overflow = True
                         break
-            if report.killed_by_deadline or report.report_overflow:
+                    buffer += chunk
+                    *lines, rest = bytes(buffer).split(b"\n")
+                    buffer = bytearray(rest)
+                    if not _take(report, lines, keep_going):
+                        report.stopped_early = True
+                        break
+            _take(report, [bytes(buffer)], None)
+            if report.killed_by_deadline or report.report_overflow or report.stopped_early:
                 _kill_group(proc)
             status, usage = _reap(proc.pid, end)
             if status is None:  # closed its report pipe but kept running
@@ -162,13 +195,6 @@ def run_child(
         report.returncode = proc.returncode
         report.cpu_s = usage.ru_utime + usage.ru_stime
         report.max_rss_kb = usage.ru_maxrss
-        for line in bytes(buffer).splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # not ours: a solution writing to the report pipe gains nothing
-            if isinstance(event, dict):
-                report.events.append(event)
         launcher_log.close()
         report.launcher = _tail(Path(workdir, "launcher.txt"))
         report.stdout = _tail(Path(workdir, "stdout.txt"))
