@@ -172,6 +172,8 @@ def run_child(
                         report.report_overflow = True
                         break
                     buffer += chunk
+                    if b"\n" not in chunk:  # a long line still arriving: no complete line yet
+                        continue
                     *lines, rest = bytes(buffer).split(b"\n")
                     buffer = bytearray(rest)
                     if not _take(report, lines, keep_going):
