@@ -34,6 +34,22 @@ class CorebenchGroup(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
+# Options shared by `run` and `evaluate`, declared once.
+data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    envvar=C.ENV_DATA_DIR,
+    help=f"Folder with offline benchmark files (env: {C.ENV_DATA_DIR}).",
+)
+repeats_option = click.option(
+    "--repeats",
+    type=click.IntRange(min=0),
+    default=C.DEFAULT_REPEATS,
+    show_default=True,
+    help="Efficiency phase: timed calls per test for passing solutions (0: skip).",
+)
+
+
 @click.group(cls=CorebenchGroup)
 @click.version_option(package_name="corebench")
 def main() -> None:
@@ -138,12 +154,7 @@ def _slug(text: str) -> str:
     type=click.Path(path_type=Path),
     help="Run directory (default: runs/BENCH-SYSTEM-MODEL). Re-running resumes.",
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar=C.ENV_DATA_DIR,
-    help=f"Folder with offline benchmark files (env: {C.ENV_DATA_DIR}).",
-)
+@data_dir_option
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -156,13 +167,7 @@ def _slug(text: str) -> str:
     default=None,
     help="Progress bar (default: when stderr is a terminal).",
 )
-@click.option(
-    "--repeats",
-    type=click.IntRange(min=0),
-    default=C.DEFAULT_REPEATS,
-    show_default=True,
-    help="Efficiency phase: timed calls per test for passing solutions (0: skip).",
-)
+@repeats_option
 def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
         split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,
         system_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
@@ -263,19 +268,8 @@ class _ProgressBar:
 @click.option(
     "--k", "k", default="1,10,100", show_default=True, callback=_int_list, help="pass@k values."
 )
-@click.option(
-    "--data-dir",
-    type=click.Path(path_type=Path),
-    envvar=C.ENV_DATA_DIR,
-    help="Folder with offline benchmark files.",
-)
-@click.option(
-    "--repeats",
-    type=click.IntRange(min=0),
-    default=C.DEFAULT_REPEATS,
-    show_default=True,
-    help="Efficiency phase: timed calls per test for passing solutions (0: skip).",
-)
+@data_dir_option
+@repeats_option
 def evaluate(
     benchmark: str, samples: Path, out: Path, k: list[int], data_dir: Path | None, repeats: int
 ) -> None:

@@ -88,6 +88,11 @@ def build_backends(
     return {role: instances[ref] for role, ref in roles.items()}
 
 
+def distinct(backends: dict[str, Backend]) -> list[Backend]:
+    """Each backend once, though several roles may share it."""
+    return list({id(b): b for b in backends.values()}.values())
+
+
 class Runner:
     def __init__(
         self,
@@ -151,7 +156,7 @@ class Runner:
                 return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
             needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
             backends = build_backends(self.roles, self.plugins) if needs_model else {}
-            for backend in {id(b): b for b in backends.values()}.values():
+            for backend in distinct(backends):
                 await asyncio.to_thread(backend.load)
             executor = Executor()
             store.update_metadata(
@@ -185,7 +190,7 @@ class Runner:
             finally:
                 for job in jobs:
                     job.cancel()
-                for backend in {id(b): b for b in backends.values()}.values():
+                for backend in distinct(backends):
                     backend.close()
             wall = time.perf_counter() - started
             store.update_metadata(wall_s=store.metadata().get("wall_s", 0.0) + wall)
