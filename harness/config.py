@@ -63,6 +63,7 @@ BATCH_SETTLE_TICKS = 8  # event-loop turns to wait for more requests before a ba
 TIME_LIMIT_FACTOR = 4.0  # per-test limit = max(floor, factor x reference CPU time), as EvalPlus
 MIN_TIME_LIMIT_S = 1.0  # per-test floor
 WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start-up allowance
+EXAMPLE_TIME_LIMIT_S = 2.0  # CPU seconds per visible example a debugging agent runs
 STARTUP_ALLOWANCE_S = 5.0  # interpreter start and the solution's own imports
 MAX_TOTAL_TIME_S = 120.0  # no solution runs longer than this, whatever its tests
 DEFAULT_MEMORY_LIMIT_BYTES = 4 * 1024**3  # capped further by RAM and cgroup limits

@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backend import Backend
 from .errors import CorebenchError
 from .extract import extract_code
-from .records import GenerationRequest, Message, ModelCall, Task
+from .records import GenerationRequest, Message, ModelCall, Task, TestOutcome, Verdict
+from .testsuite import Example, parse_example
+
+if TYPE_CHECKING:
+    from .sandbox import Executor
 
 
 class BudgetExceeded(CorebenchError):
@@ -31,6 +35,31 @@ class Limits:
     max_completion_tokens: int
 
 
+@dataclass(frozen=True)
+class ExampleCheck:
+    """How a program did on the task's visible examples."""
+
+    outcomes: list[TestOutcome]
+    examples: list[Example]
+
+    @property
+    def passed(self) -> bool:
+        return all(o.verdict is Verdict.passed for o in self.outcomes)
+
+    @property
+    def feedback(self) -> str:
+        """One line per example, failures with what the code gave: what a debugging prompt shows."""
+        lines = []
+        for example, outcome in zip(self.examples, self.outcomes, strict=True):
+            if outcome.verdict is Verdict.passed:
+                lines.append(f"passed: {example.source}")
+            else:
+                lines.append(
+                    f"failed: {example.source}  # {outcome.verdict.value}: {outcome.detail}"
+                )
+        return "\n".join(lines)
+
+
 def derive_seed(*parts: object) -> int:
     """A seed that depends only on its parts (not on scheduling order)."""
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
@@ -45,8 +74,10 @@ class SolveContext:
         models: Mapping[str, Backend],
         sampling: Sampling,
         limits: Limits,
+        executor: Executor | None = None,
     ):
         self.task = task
+        self.executor = executor
         self.sample_index = sample_index
         self.models = models
         self.sampling = sampling
@@ -67,11 +98,41 @@ class SolveContext:
         """Keep an intermediate artifact (a plan, a debug round) with the solution."""
         self.artifacts[key] = value
 
-    def code_from(self, answer: str) -> str:
-        """The program in a model's answer (empty if none); how it was found goes in the artifacts."""
-        extracted = extract_code(answer, self.task.entry_point)
+    def code_from(self, answer: str, *, entry_point: bool = True) -> str:
+        """The program in a model's answer (empty if none); how it was found goes in the artifacts.
+
+        With ``entry_point=False`` every definition is kept (e.g. a helper agent's functions).
+        """
+        extracted = extract_code(answer, self.task.entry_point if entry_point else None)
         self.note("extraction", extracted.note)
         return extracted.code
+
+    @property
+    def calls_left(self) -> int:
+        """Model calls this sample may still make (a system can stop before the budget error)."""
+        return max(0, self.limits.max_calls - len(self.trace))
+
+    @property
+    def examples(self) -> list[Example]:
+        """The task's visible examples that can be run (what the prompt shows, never hidden tests)."""
+        parsed = []
+        for source in self.task.examples:
+            try:
+                parsed.append(parse_example(source))
+            except ValueError:
+                continue
+        return parsed
+
+    async def run_examples(self, code: str) -> ExampleCheck:
+        """Run ``code`` on the visible examples in the sandbox; counted in the artifacts."""
+        examples = self.examples
+        if self.executor is None:
+            from .sandbox import Executor
+
+            self.executor = Executor()
+        outcomes = await self.executor.run_examples(code, examples) if examples else []
+        self.artifacts["example_runs"] = self.artifacts.get("example_runs", 0) + 1
+        return ExampleCheck(outcomes, examples)
 
     @property
     def completion_tokens(self) -> int:

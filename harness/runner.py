@@ -177,7 +177,7 @@ class Runner:
                 async with slots:
                     solution = store.solution(task.task_id, index)
                     if solution is None:
-                        solution = await self.solve(task, index, backends, sampling)
+                        solution = await self.solve(task, index, backends, sampling, executor)
                         store.save_solution(solution)
                     result = await self.execute(task, solution, executor)
                     store.save_result(result)
@@ -206,9 +206,14 @@ class Runner:
             await measure_passing(store, self.benchmark, executor or Executor(), self.repeats)
 
     async def solve(
-        self, task: Task, index: int, backends: dict[str, Backend], sampling: Sampling
+        self,
+        task: Task,
+        index: int,
+        backends: dict[str, Backend],
+        sampling: Sampling,
+        executor: Executor | None = None,
     ) -> Solution:
-        ctx = SolveContext(task, index, backends, sampling, self.limits)
+        ctx = SolveContext(task, index, backends, sampling, self.limits, executor)
         started = time.perf_counter()
         error = None
         try:

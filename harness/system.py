@@ -31,8 +31,24 @@ class System(ABC):
             raise CorebenchError(
                 f"system {self.name!r} has no option {', '.join(sorted(unknown))} (options: {known})"
             )
+        for key, value in options.items():
+            default = self.options[key]
+            if default is not None and not _same_kind(value, default):
+                raise CorebenchError(
+                    f"system {self.name!r} option {key} takes a {type(default).__name__}, "
+                    f"got {value!r}"
+                )
         self.config = {**self.options, **options}
 
     @abstractmethod
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         """Return the final program for ``task``."""
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    """Whether ``value`` fits an option whose default is ``default`` (bool is not an int here)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    return isinstance(value, type(default))

@@ -1,7 +1,9 @@
-"""Hidden tests. A benchmark hands these to the sandbox only; systems never see them."""
+"""Tests. Hidden suites go from a benchmark to the sandbox only; systems never see them.
+Visible examples (what the prompt shows) may be run by a system on its own code."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,3 +27,36 @@ class FunctionalSuite:
     output_not_none: bool = False  # EvalPlus: the reference output is only checked for not-None
     fingerprint: str = ""  # identifies the dataset version, for the reference-output cache
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A visible example test, as a system may see it and run it on its own code.
+
+    ``assert f(x) == <literal>`` is evaluated as the expression ``f(x)`` in the sandbox and the
+    output is compared in the harness with the literal; any other assert is evaluated as
+    ``bool(<condition>)`` and must give True.
+    """
+
+    source: str  # the assert as written in the prompt
+    expr: str  # what the sandbox evaluates in the solution's namespace
+    expected: Any
+
+
+def parse_example(source: str) -> Example:
+    """Turn one ``assert ...`` line into an :class:`Example` (ValueError if it is not an assert)."""
+    try:
+        tree = ast.parse(source.strip())
+    except SyntaxError as exc:
+        raise ValueError(f"not a Python assert: {source!r}") from exc
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
+        raise ValueError(f"not a single assert statement: {source!r}")
+    test = tree.body[0].test
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        try:
+            expected = ast.literal_eval(test.comparators[0])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+        else:
+            return Example(source.strip(), ast.unparse(test.left), expected)
+    return Example(source.strip(), f"bool({ast.unparse(test)})", True)

@@ -44,7 +44,7 @@ def test_cli_name_error_is_one_line_and_nonzero(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        "Error: unknown system 'direkt'. Did you mean 'direct'? Known: corecode, direct."
+        "Error: unknown system 'direkt'. Did you mean 'direct'? Known: corecode, cot, direct, helper-main, mapcoder, self-debug."
     ]
 
 

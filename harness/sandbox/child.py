@@ -350,7 +350,7 @@ def main() -> None:
         setitimer(signal.ITIMER_PROF, float(job.get("load_cpu_limit", 5.0)))
         exec(compiled, namespace)
         setitimer(signal.ITIMER_PROF, 0)
-        fn = namespace[job["entry_point"]]
+        fn = namespace[job["entry_point"]] if job.get("entry_point") else None
     except BaseException as exc:  # noqa: BLE001 - anything the solution raises
         setitimer(signal.ITIMER_PROF, 0)
         if isinstance(exc, KeyError):
@@ -363,14 +363,20 @@ def main() -> None:
     warmup = max(0, int(job.get("warmup", 0)))  # untimed calls before them
     for index, test in enumerate(job["tests"]):
         walls, cpus, peak_kb, output, outcome = [], [], 0, None, {"status": "ok"}
+        # A test is either arguments for the entry point or an expression (an example's left side).
+        expr = test.get("expr")
         for call in range(warmup + repeats):
-            args = decode(test["args"])  # fresh inputs for every call: solutions may mutate them
+            if expr is None:
+                args = decode(test["args"])  # fresh inputs every call: solutions may mutate them
             _reset_peak()
             rss0 = _status_kb("VmRSS:")
             wall0, cpu0 = clock(), cpu_clock()
             try:
                 setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]))
-                result = fn(*args)
+                if expr is None:
+                    result = fn(*args)
+                else:
+                    result = eval(compile(expr, "<test>", "eval", dont_inherit=True), namespace)
                 setitimer(signal.ITIMER_PROF, 0)
             except BaseException as exc:  # noqa: BLE001
                 setitimer(signal.ITIMER_PROF, 0)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import (
     EFFICIENCY_WARMUP,
+    EXAMPLE_TIME_LIMIT_S,
     MAX_TOTAL_TIME_S,
     MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
@@ -25,7 +26,7 @@ from ..config import (
 )
 from ..errors import CorebenchError
 from ..records import Efficiency, ExecutionResult, TestOutcome, Verdict
-from ..testsuite import FunctionalSuite
+from ..testsuite import Example, FunctionalSuite
 from .child import encode, reported_output
 from .compare import outputs_match
 from .isolation import isolation_mode, memory_limit_bytes
@@ -265,6 +266,53 @@ class Executor:
         report = await self.run(job, deadline_s=deadline, keep_going=keep_going)
         return self._judge(task_id, sample_index, suite, plan, reference, report, checked)
 
+    async def run_examples(self, code: str, examples: list[Example]) -> list[TestOutcome]:
+        """Run a system's own code on visible examples (for debugging agents, not for scoring).
+
+        Every example runs, so the feedback lists all that fail; details show what the code gave.
+        """
+        job = {
+            "code": code,
+            "tests": [{"expr": ex.expr, "cpu_limit": EXAMPLE_TIME_LIMIT_S} for ex in examples],
+            "load_cpu_limit": STARTUP_ALLOWANCE_S,
+            "stop_on_error": False,
+        }
+        deadline = WALL_SLACK_FACTOR * EXAMPLE_TIME_LIMIT_S * len(examples) + STARTUP_ALLOWANCE_S
+        report = await self.run(job, deadline_s=deadline)
+        load = report.first("load")
+        if load is None or load.get("status") != "ok":
+            if load is None:
+                verdict, detail = death_verdict(report)
+            else:
+                verdict = _status_verdict(load["status"])
+                detail = load.get("error") or load["status"]
+            return [
+                TestOutcome(suite="examples", index=i, verdict=verdict, detail=detail)
+                for i in range(len(examples))
+            ]
+        events = report.tests()
+        outcomes = []
+        for i, example in enumerate(examples):
+            event = events.get(i)
+            if event is None:
+                verdict, detail = death_verdict(report)
+            elif event.get("status") == "timeout":
+                verdict, detail = Verdict.timeout, f"no result within {EXAMPLE_TIME_LIMIT_S} s"
+            elif event.get("status") != "ok":
+                verdict = _status_verdict(event.get("status", ""))
+                detail = event.get("error") or event.get("status")
+            else:
+                try:
+                    output = reported_output(event)
+                except Exception:
+                    output = _Unreadable
+                if outputs_match(output, example.expected, [], _EXAMPLES):
+                    verdict, detail = Verdict.passed, None
+                else:
+                    verdict, detail = Verdict.wrong_answer, f"got {_short(output)}"
+            outcomes.append(TestOutcome(suite="examples", index=i, verdict=verdict, detail=detail))
+        return outcomes
+
     @staticmethod
     def _check(
         event: dict[str, Any],
@@ -364,6 +412,7 @@ class Executor:
 
 
 _Unreadable = object()
+_EXAMPLES = FunctionalSuite(entry_point="", reference_code="", inputs={})
 
 
 def _stored_output(event: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import doctest
 import gzip
 import hashlib
 import json
@@ -170,7 +172,35 @@ class HumanEvalPlus(EvalPlusBenchmark):
         return _ready_human_eval_plus_path(version=self.version)
 
     def visible_examples(self, problem: dict[str, Any]) -> list[str]:
-        return []  # HumanEval's examples live in the docstring, which is the prompt itself
+        """The docstring's examples (doctests, or ``f(x) == y`` / ``f(x) ➞ y`` lines) as asserts."""
+        return docstring_examples(problem["prompt"], problem["entry_point"])
+
+
+def docstring_examples(prompt: str, entry_point: str) -> list[str]:
+    """Examples a HumanEval-style docstring shows, as assert statements that parse."""
+    found = []
+    try:
+        doctests = doctest.DocTestParser().get_examples(prompt)
+    except ValueError:  # malformed doctest layout
+        doctests = []
+    for example in doctests:
+        want = [line for line in example.want.splitlines() if line.strip() not in ('"""', "'''")]
+        found.append(f"assert {example.source.strip()} == {' '.join(want).strip()}")
+    if not found:
+        call = re.compile(
+            rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(.+?)\s*$",
+            re.MULTILINE,
+        )
+        found = [f"assert {m[1]} == {m[2].rstrip('.,')}" for m in call.finditer(prompt)]
+    return [source for source in found if _parses(source)]
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 @hookimpl

@@ -3,31 +3,45 @@
 The Planner writes a structured plan without code (input/output, steps, branches, loops, final
 step, complexity); the Coder gets the task and the plan and writes the program. The two roles
 may be served by different models (``--model planner=...,coder=...``).
+
+Add-ons (the generalization CoRe-Code claims): ``retrieval=true`` recalls similar solved problems
+before planning (the planner sees them); ``debug_rounds=N`` lets the coder repair its code on the
+visible examples for up to N rounds.
 """
 
 from __future__ import annotations
 
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
+from corebench.plugins.systems.agents import debug, recall
 
 
 class CoReCode(System):
     name = "corecode"
     description = "CoRe-Code planner-coder: a structured plan, then code that follows it"
     roles = ("planner", "coder")
-    options = {"plan_max_new_tokens": None}
+    options = {"plan_max_new_tokens": None, "retrieval": False, "retrieval_k": 3, "debug_rounds": 0}
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+        similar = ""
+        if self.config["retrieval"]:
+            recalled = await recall(ctx, "planner", self.config["retrieval_k"])
+            similar = f"Similar problems you know:\n{recalled.as_text()}\n\n"
         plan = await ctx.generate(
             "planner",
-            render(__name__, "planner.txt", **fields),
+            render(__name__, "planner.txt", similar=similar, **fields),
             max_new_tokens=self.config["plan_max_new_tokens"],
         )
         plan = plan.strip()
         ctx.note("plan", plan)
         answer = await ctx.generate("coder", render(__name__, "coder.txt", plan=plan, **fields))
-        return ctx.code_from(answer)
+        code = ctx.code_from(answer)
+        if self.config["debug_rounds"]:
+            code, _ = await debug(
+                ctx, code, role="coder", rounds=self.config["debug_rounds"], plan=plan
+            )
+        return code
 
 
 @hookimpl

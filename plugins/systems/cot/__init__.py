@@ -1,0 +1,33 @@
+"""`cot`: Chain-of-Thought. The model reasons step by step, then writes the code.
+
+One call by default (reasoning and code in the same answer); ``two_calls=true`` asks for the
+reasoning first and the code in a second call that sees it.
+"""
+
+from __future__ import annotations
+
+from corebench.harness import SolveContext, System, Task, hookimpl
+from corebench.harness.prompts import render
+
+
+class ChainOfThought(System):
+    name = "cot"
+    description = "chain of thought: reason step by step, then code (one call, or two)"
+    options = {"two_calls": False}
+
+    async def solve(self, task: Task, ctx: SolveContext) -> str:
+        fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+        if not self.config["two_calls"]:
+            answer = await ctx.generate("model", render(__name__, "one_call.txt", **fields))
+            return ctx.code_from(answer)
+        reasoning = await ctx.generate("model", render(__name__, "reason.txt", **fields))
+        ctx.note("reasoning", reasoning.strip())
+        answer = await ctx.generate(
+            "model", render(__name__, "code.txt", reasoning=reasoning.strip(), **fields)
+        )
+        return ctx.code_from(answer)
+
+
+@hookimpl
+def register_systems(register):
+    register(ChainOfThought)
