@@ -77,3 +77,7 @@ ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto | bwrap | rlimits
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts
 EFFICIENCY_WARMUP = 1  # untimed calls per test before them
 MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
+
+# --- leaderboards -----------------------------------------------------------------------------
+BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks
+BOOTSTRAP_SEED = 0  # fixed: the same runs give the same intervals

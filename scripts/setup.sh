@@ -4,9 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    # bubblewrap gives the sandbox namespace isolation; without it solutions run with rlimits only.
-    (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 || echo "note: could not install bubblewrap" >&2
+# System packages (Debian/Ubuntu, as root): bubblewrap gives the sandbox namespace isolation
+# (without it solutions run with rlimits only); with --test, chromium and its driver for the
+# leaderboard's browser test.
+packages=()
+command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
+if [ "${1:-}" = "--test" ]; then
+    [ -x /usr/bin/chromium ] || packages+=(chromium)
+    [ -x /usr/bin/chromedriver ] || packages+=(chromium-driver)
+fi
+if [ ${#packages[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq --no-install-recommends "${packages[@]}") >/dev/null 2>&1 \
+        || echo "note: could not install ${packages[*]}" >&2
 fi
 
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv

@@ -71,6 +71,11 @@ def scripted() -> type[ScriptedBackend]:
     return ScriptedBackend
 
 
+def scripted_plugins() -> Plugins:
+    """The installed plugins plus the scripted backend."""
+    return load_plugins(extra=[(_ScriptedPlugin(), Origin("scripted-test", "tests", "0"))])
+
+
 @pytest.fixture
 def plugins_with_scripted() -> Plugins:
-    return load_plugins(extra=[(_ScriptedPlugin(), Origin("scripted-test", "tests", "0"))])
+    return scripted_plugins()

@@ -1,0 +1,107 @@
+"""Read stored runs into one frame of samples (plus what the per-task view shows)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from corebench.harness.config import RESULTS_DB as DB_NAME
+from corebench.harness.errors import CorebenchError
+from corebench.harness.records import ExecutionResult, Solution
+from corebench.harness.store import Store
+from corebench.harness.summary import samples_frame
+
+TRACE_CHARS = 4000  # per prompt or completion kept for the per-task view
+
+
+@dataclass
+class Run:
+    """One run directory: its identity, its samples, and the traces for the per-task view."""
+
+    name: str
+    key: tuple[str, str, str]  # (benchmark, system label, model spec)
+    metadata: dict[str, Any]
+    samples: pd.DataFrame
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+def find_run_dirs(paths: list[Path]) -> list[Path]:
+    """Run directories among ``paths``: each path is a run, or a folder of runs (one level)."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / DB_NAME).exists():
+            found.append(path)
+        elif path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if (p / DB_NAME).exists()))
+        else:
+            raise CorebenchError(f"{path} is not a run directory (no {DB_NAME} in it)")
+    if not found:
+        raise CorebenchError(f"no runs found in {', '.join(map(str, paths))}")
+    return sorted(set(found), key=lambda p: p.resolve().as_posix())
+
+
+def system_label(system: str, options: dict[str, Any]) -> str:
+    """``corecode`` or ``corecode[debug_rounds=2,retrieval=true]``: options make a different system."""
+    if not options:
+        return system
+    inner = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(options.items()))
+    return f"{system}[{inner}]"
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    return (
+        text
+        if len(text) <= TRACE_CHARS
+        else text[:TRACE_CHARS] + f"\n[... {len(text) - TRACE_CHARS} more characters]"
+    )
+
+
+def sample_detail(solution: Solution, result: ExecutionResult) -> dict[str, Any]:
+    """What the per-task view shows for one sample: verdict, failing input, plan, code, trace."""
+    artifacts = solution.artifacts
+    plan = artifacts.get("plan")
+    if plan is None and artifacts.get("plans"):
+        plan = "\n\n".join(
+            f"(confidence {p['confidence']}) {p['plan']}" for p in artifacts["plans"]
+        )
+    return {
+        "task_id": solution.task_id,
+        "sample": solution.sample_index,
+        "verdict": result.verdict.value,
+        "failure": _clip(result.first_failure or solution.error),
+        "plan": _clip(plan),
+        "code": _clip(solution.code),
+        "calls": [
+            {
+                "role": call.role,
+                "prompt": _clip(call.messages[-1].content if call.messages else ""),
+                "completion": _clip(call.completion),
+                "tokens": call.completion_tokens,
+            }
+            for call in solution.trace
+        ],
+    }
+
+
+def read_run(run_dir: Path, details: bool = True) -> Run:
+    store = Store(run_dir, create=False)
+    try:
+        config = store.config()
+        frame = samples_frame(store)
+        rows = [sample_detail(s, r) for s, r in store.samples()] if details else []
+        metadata = store.metadata()
+    finally:
+        store.close()
+    key = (config.benchmark, system_label(config.system, config.system_options), config.model)
+    metadata = {**metadata, "config": config.model_dump()}
+    return Run(run_dir.name, key, metadata, frame, rows)
+
+
+def collect_runs(paths: list[Path], details: bool = True) -> list[Run]:
+    """Every run under ``paths``, in a stable order."""
+    return [read_run(p, details) for p in find_run_dirs(paths)]

@@ -1,0 +1,161 @@
+"""One row per (benchmark, system, model): correctness with confidence intervals, efficiency,
+verdicts, cost and provenance. Column names are stable (see the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from corebench.harness.records import Verdict
+from corebench.harness.summary import efficiency, pass_at_k
+
+from .collect import Run
+
+VERDICTS = [v.value for v in Verdict]
+COLUMNS = [
+    "benchmark",
+    "system",
+    "model",
+    "tasks",
+    "samples",
+    "pass@1",
+    "pass@1_ci_low",
+    "pass@1_ci_high",
+    "pass@1_base",
+    "shared_tasks",
+    "pass@1_shared",
+    "pass@k",
+    "runtime_ratio_median",
+    "memory_ratio_median",
+    "net",
+    "nmu",
+    "measured",
+    *[f"verdict_{v}" for v in VERDICTS],
+    "calls_per_task",
+    "prompt_tokens_per_task",
+    "completion_tokens_per_task",
+    "wall_s_per_task",
+    "latency_s_per_task",
+    "model_identity",
+    "training",
+    "corebench_version",
+    "date",
+    "runs",
+]
+
+
+def bootstrap_ci(per_task: np.ndarray) -> tuple[float, float]:
+    """95 % interval of the mean of per-task scores, resampling tasks (fixed seed: reproducible)."""
+    if len(per_task) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = rng.integers(0, len(per_task), size=(BOOTSTRAP_RESAMPLES, len(per_task)))
+    means = per_task[draws].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def model_identity(models: dict[str, Any] | None) -> str:
+    """Short, stable description of the weights behind each role."""
+    parts = []
+    for role, ident in sorted((models or {}).items()):
+        name = Path(ident.get("gguf") or ident.get("path") or ident.get("target") or "").name
+        digest = ident.get("gguf_sha256") or next(iter((ident.get("files") or {}).values()), "")
+        label = f"{ident.get('backend', '?')}:{name or ident.get('target', '')}"
+        if digest:
+            label += f"@{digest[:8]}"
+        parts.append(label if role == "*" else f"{role}={label}")
+    return "; ".join(parts)
+
+
+def training_lineage(models: dict[str, Any] | None) -> str:
+    """From checkpoint manifests: how each role's weights were trained (empty for base models)."""
+    parts = []
+    for role, ident in sorted((models or {}).items()):
+        manifest = ident.get("manifest")
+        if manifest:
+            text = f"{manifest.get('method', '?')} from {manifest.get('base_model', '?')}"
+            if manifest.get("steps") is not None:
+                text += f", {manifest['steps']} steps"
+            parts.append(text if role == "*" else f"{role}: {text}")
+    return "; ".join(parts)
+
+
+def _row(key: tuple[str, str, str], runs: list[Run], shared: set[str]) -> dict[str, Any]:
+    frame = pd.concat([r.samples for r in runs], ignore_index=True)
+    benchmark, system, model = key
+    per_task = frame.groupby("task_id")["passed"].mean()
+    low, high = bootstrap_ci(per_task.to_numpy(dtype=float))
+    ks = sorted({k for r in runs for k in r.metadata["config"]["k"]})
+    passk = pass_at_k(frame, "passed", ks)
+    on_shared = frame[frame["task_id"].isin(shared)]
+    tasks = frame["task_id"].nunique()
+    counts = frame["verdict"].value_counts()
+    cost = frame.groupby("task_id")[
+        ["calls", "prompt_tokens", "completion_tokens", "solve_wall_s"]
+    ].sum()
+    eff = efficiency(frame) or {}
+    meta = runs[0].metadata
+    return {
+        "benchmark": benchmark,
+        "system": system,
+        "model": model,
+        "tasks": tasks,
+        "samples": len(frame),
+        "pass@1": passk.get(1, float("nan")),
+        "pass@1_ci_low": low,
+        "pass@1_ci_high": high,
+        "pass@1_base": pass_at_k(frame, "passed_base", [1]).get(1, float("nan")),
+        "shared_tasks": len(shared),
+        "pass@1_shared": pass_at_k(on_shared, "passed", [1]).get(1, float("nan"))
+        if len(on_shared)
+        else float("nan"),
+        "pass@k": " ".join(f"{k}:{v:.4f}" for k, v in passk.items()),
+        "runtime_ratio_median": eff.get("runtime_ratio_median", float("nan")),
+        "memory_ratio_median": eff.get("memory_ratio_median", float("nan")),
+        "net": eff.get("net", float("nan")),
+        "nmu": eff.get("nmu", float("nan")),
+        "measured": eff.get("measured", 0),
+        **{f"verdict_{v}": float(counts.get(v, 0)) / len(frame) for v in VERDICTS},
+        "calls_per_task": float(cost["calls"].mean()),
+        "prompt_tokens_per_task": float(cost["prompt_tokens"].mean()),
+        "completion_tokens_per_task": float(cost["completion_tokens"].mean()),
+        # run wall time over tasks (what a task costs with batching), and one task's own latency
+        "wall_s_per_task": sum(r.metadata.get("wall_s") or 0.0 for r in runs) / tasks,
+        "latency_s_per_task": float(cost["solve_wall_s"].mean()),
+        "model_identity": model_identity(meta.get("models")),
+        "training": training_lineage(meta.get("models")),
+        "corebench_version": meta.get("corebench_version", ""),
+        "date": min(str(r.metadata.get("created", ""))[:10] for r in runs),
+        "runs": " ".join(sorted(r.name for r in runs)),
+    }
+
+
+def leaderboard_table(runs: list[Run]) -> pd.DataFrame:
+    """Aggregate runs into one row per (benchmark, system, model), best pass@1 first.
+
+    Runs with the same key are pooled (more samples per task). ``pass@1_shared`` is computed on
+    the tasks every row of the same benchmark covers, so rows on different subsets compare fairly.
+    """
+    groups: dict[tuple[str, str, str], list[Run]] = {}
+    for run in runs:
+        if len(run.samples):
+            groups.setdefault(run.key, []).append(run)
+    shared: dict[str, set[str]] = {}
+    for (benchmark, _, _), members in groups.items():
+        tasks = set().union(*(set(r.samples["task_id"]) for r in members))
+        shared[benchmark] = shared[benchmark] & tasks if benchmark in shared else tasks
+    rows = [_row(key, members, shared[key[0]]) for key, members in groups.items()]
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.sort_values(
+        ["benchmark", "pass@1", "system", "model"], ascending=[True, False, True, True]
+    ).reset_index(drop=True)
+
+
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    """Fixed column order and float format, so the same runs give the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False, float_format="%.6g", lineterminator="\n")

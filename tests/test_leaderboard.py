@@ -1,0 +1,185 @@
+"""Leaderboards from stored runs: the table's numbers, deterministic CSV/HTML, and the page in a
+real browser (Debian's chromium driven by Selenium, headless, from file://)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corebench.harness import RunConfig
+from corebench.harness.runner import Runner
+from corebench.leaderboards import collect_runs, leaderboard_table, write_html
+from corebench.leaderboards.table import COLUMNS, bootstrap_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / ".pytest_cache" / "screenshots"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+# Correct programs for the first MBPP+ tasks; other tasks get a wrong one.
+CORRECT = {
+    "similar_elements": "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n",
+    "is_not_prime": "def is_not_prime(n):\n    return n < 2 or any(n % i == 0 for i in range(2, int(n ** 0.5) + 1))\n",
+    "heap_queue_largest": "import heapq\ndef heap_queue_largest(nums, n):\n    return heapq.nlargest(n, nums)\n",
+}
+
+
+def respond(request):
+    text = request.messages[-1].content
+    if text.startswith("You are the Planner"):
+        return "Input/Output: PLAN-MARKER for the task."
+    if text.startswith("Think step by step") or text.startswith("Recall"):
+        return "Reasoning."
+    name = re.search(r"function `(\w+)`", text).group(1)
+    # cot gets only the first task right, so the systems differ
+    code = CORRECT.get(name, f"def {name}(*args):\n    return None\n")
+    if "think step by step" in text and name != "similar_elements":
+        code = f"def {name}(*args):\n    raise ValueError('no')\n"
+    return f"```python\n{code}```"
+
+
+@pytest.fixture(scope="module")
+def run_dirs(tmp_path_factory, data_dir):
+    from conftest import ScriptedBackend, scripted_plugins
+
+    ScriptedBackend.respond = staticmethod(respond)
+    root = tmp_path_factory.mktemp("runs")
+    plugins = scripted_plugins()
+    for system, limit in (("direct", 4), ("cot", 4), ("corecode", 3)):
+        config = RunConfig(benchmark="mbpp", system=system, model="scripted", limit=limit)
+        Runner(config, root / f"mbpp-{system}", data_dir=data_dir, plugins=plugins).run()
+    return root
+
+
+def test_table_rows_numbers_and_shared_set(run_dirs):
+    table = leaderboard_table(collect_runs([run_dirs]))
+    assert list(table.columns) == COLUMNS
+    rows = table.set_index("system")
+    assert rows.loc["direct", "pass@1"] == pytest.approx(3 / 4)
+    assert rows.loc["cot", "pass@1"] == pytest.approx(1 / 4)
+    assert rows.loc["corecode", "pass@1"] == pytest.approx(1.0)
+    assert list(table["system"]) == ["corecode", "direct", "cot"]  # best first
+    # corecode covers 3 tasks: the comparison set is those 3 for every row
+    assert set(table["shared_tasks"]) == {3}
+    assert rows.loc["direct", "pass@1_shared"] == pytest.approx(1.0)
+    assert rows.loc["cot", "verdict_runtime_error"] == pytest.approx(3 / 4)
+    verdicts = table[[c for c in COLUMNS if c.startswith("verdict_")]].sum(axis=1)
+    assert verdicts.to_list() == pytest.approx([1.0, 1.0, 1.0])
+    assert rows.loc["corecode", "calls_per_task"] == 2.0
+    assert rows.loc["direct", "pass@1_ci_low"] <= 0.75 <= rows.loc["direct", "pass@1_ci_high"]
+    assert (rows["measured"] > 0).all()  # passing solutions were timed against the reference
+
+
+def test_bootstrap_interval_is_reproducible_and_sensible():
+    import numpy as np
+
+    scores = np.array([1.0] * 30 + [0.0] * 70)
+    low, high = bootstrap_ci(scores)
+    assert (low, high) == bootstrap_ci(scores) and low < 0.3 < high
+    assert 0.18 < low < 0.24 and 0.36 < high < 0.42  # about ±1.96 * sqrt(.3 * .7 / 100)
+
+
+def test_cli_writes_identical_csv_and_html_from_the_same_runs(run_dirs, tmp_path):
+    outputs = []
+    for attempt in ("a", "b"):
+        csv, html = tmp_path / attempt / "lb.csv", tmp_path / attempt / "lb.html"
+        proc = subprocess.run(
+            [sys.executable, "-m", "corebench.harness.cli", "leaderboard", str(run_dirs),
+             "--csv", str(csv), "--html", str(html)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        outputs.append((csv.read_bytes(), html.read_bytes()))
+    assert outputs[0] == outputs[1]
+    html = outputs[0][1].decode()
+    fetches = r"""(src|href)\s*=\s*["']?(https?:|//)|url\(\s*["']?(https?:|//)|@import|<link"""
+    assert re.search(fetches, html) is None  # self-contained: nothing is fetched
+
+
+def test_unknown_paths_are_one_clear_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "corebench.harness.cli", "leaderboard", str(tmp_path)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: no runs found")
+
+
+def browser():
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail(
+            "chromium and chromedriver are needed for the browser test: "
+            "apt-get install chromium chromium-driver (scripts/setup.sh --test does it)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def test_page_in_a_real_browser(run_dirs, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    runs = collect_runs([run_dirs])
+    table = leaderboard_table(runs)
+    page = tmp_path / "leaderboard.html"
+    write_html(table, runs, page)
+    driver = browser()
+    try:
+        driver.get(page.as_uri())
+        assert driver.title == "corebench leaderboard"
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+
+        def systems() -> list[str]:
+            cells = driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody td[data-col=system]")
+            return [c.text for c in cells]
+
+        assert systems() == ["corecode", "direct", "cot"]
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SCREENSHOTS / "leaderboard-top.png"))
+        header = driver.find_element(By.CSS_SELECTOR, "th[data-col='pass@1']")
+        header.click()  # ascending
+        assert systems() == ["cot", "direct", "corecode"]
+        assert header.get_attribute("aria-sort") == "ascending"
+        driver.find_element(By.CSS_SELECTOR, "th[data-col=system]").click()
+        assert systems() == ["corecode", "cot", "direct"]
+
+        driver.find_element(By.ID, "filter").send_keys("cot")
+        visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr")]
+        assert [r.is_displayed() for r in visible] == [False, True, False]
+        driver.find_element(By.ID, "filter").clear()
+        driver.execute_script("document.getElementById('filter').dispatchEvent(new Event('input'))")
+
+        for plot in ("plot-pass-vs-runtime", "plot-pass", "plot-verdicts"):
+            svg = driver.find_element(By.CSS_SELECTOR, f"#{plot} svg")
+            assert svg.size["width"] > 200 and svg.size["height"] > 100, plot
+        assert driver.find_elements(By.CSS_SELECTOR, "#plot-pass-vs-runtime svg text")
+
+        corecode_row = driver.find_element(
+            By.XPATH, "//tr[td[@data-col='system' and text()='corecode']]"
+        )
+        corecode_row.find_element(By.CSS_SELECTOR, "button.open-tasks").click()
+        assert driver.find_element(By.ID, "task-view").is_displayed()
+        tasks = driver.find_elements(By.CSS_SELECTOR, "#task-list button.task")
+        assert [t.get_attribute("data-task") for t in tasks] == ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
+        tasks[1].click()
+        detail = driver.find_element(By.ID, "task-detail")
+        assert "Mbpp/3" in detail.text and "passed" in detail.text
+        assert "PLAN-MARKER" in detail.find_element(By.CSS_SELECTOR, "pre.plan").text
+        assert "def is_not_prime" in detail.find_element(By.CSS_SELECTOR, "pre.code").text
+        assert len(detail.find_elements(By.CSS_SELECTOR, "details.call")) == 2
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(tmp_path / "leaderboard.png"))
+        shutil.copy(tmp_path / "leaderboard.png", SCREENSHOTS / "leaderboard.png")
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        driver.quit()
