@@ -7,9 +7,10 @@ Plugin authors import what they need from here:
 
 from .backend import Backend, BatchingBackend
 from .benchmark import Benchmark
-from .context import BudgetExceeded, SolveContext
+from .context import BudgetExceeded, ExampleCheck, SolveContext
 from .errors import CorebenchError, DatasetMissingError, UnknownNameError
 from .hookspecs import hookimpl
+from .prompts import render
 from .records import (
     ExecutionResult,
     Generation,
@@ -23,7 +24,7 @@ from .records import (
     Verdict,
 )
 from .system import System
-from .testsuite import FunctionalSuite
+from .testsuite import Example, FunctionalSuite, docstring_examples, parse_example
 
 __all__ = [
     "Backend",
@@ -32,6 +33,8 @@ __all__ = [
     "BudgetExceeded",
     "CorebenchError",
     "DatasetMissingError",
+    "Example",
+    "ExampleCheck",
     "ExecutionResult",
     "FunctionalSuite",
     "Generation",
@@ -46,5 +49,8 @@ __all__ = [
     "TestOutcome",
     "UnknownNameError",
     "Verdict",
+    "docstring_examples",
     "hookimpl",
+    "parse_example",
+    "render",
 ]

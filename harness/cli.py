@@ -381,6 +381,58 @@ def leaderboard(runs: tuple[Path, ...], csv_path: Path | None, html_path: Path |
             click.echo(f"wrote {path}")
 
 
+@main.command()
+@click.argument("method", type=click.Choice(["grpo", "pta", "magrpo", "corecode", "sft"]))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, path_type=Path),
+    help="TOML file of training settings (a flat table or [train]).",
+)
+@click.option("--set", "overrides", multiple=True, help="Setting KEY=VALUE (repeatable).")
+@click.option("--out", help="Checkpoint directory (overrides the config's `out`).")
+@click.option(
+    "--accelerate-config",
+    "accelerate_file",
+    type=click.Path(path_type=Path),
+    help="Only write a multi-GPU accelerate/DeepSpeed config here and print the launch command.",
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="GPUs for --accelerate-config.",
+)
+@data_dir_option
+def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out: str | None,
+          accelerate_file: Path | None, gpus: int, data_dir: Path | None) -> None:  # fmt: skip
+    """Train checkpoints: grpo, pta (plan-then-act), magrpo (helper/main pair), corecode
+    (planner/coder, collaboration-aware), sft (planner/coder cold start)."""
+    from corebench.training.cli import model_spec
+    from corebench.training.cli import train as run_training
+    from corebench.training.settings import load_settings
+
+    if accelerate_file:
+        from corebench.training.scaleout import launch_command, write_accelerate_config
+
+        write_accelerate_config(accelerate_file, gpus)
+        click.echo(f"wrote {accelerate_file}; run:")
+        click.echo(launch_command(accelerate_file, method, config_path))
+        return
+
+    extra = [*overrides]
+    if out:
+        extra.append(f"out={json.dumps(out)}")
+    if data_dir:
+        extra.append(f"data_dir={json.dumps(str(data_dir))}")
+    settings = load_settings(method, config_path, extra)
+    checkpoints = run_training(settings)
+    for role, path in checkpoints.items():
+        click.echo(f"{role}: {path}")
+    click.echo(f"evaluate with: corebench run --model {model_spec(checkpoints)}")
+
+
 @main.command("list")
 def list_plugins() -> None:
     """List every benchmark, system and backend, with the plugin and distribution it came from."""

@@ -67,6 +67,9 @@ def derive_seed(*parts: object) -> int:
 
 
 class SolveContext:
+    """What a system gets for one sample: models by role, the sandbox for visible examples, a
+    budget of calls and tokens, and the trace and artifacts stored with the solution."""
+
     def __init__(
         self,
         task: Task,
@@ -136,6 +139,7 @@ class SolveContext:
 
     @property
     def completion_tokens(self) -> int:
+        """Completion tokens used so far (all calls of this sample)."""
         return sum(c.completion_tokens for c in self.trace)
 
     async def generate(

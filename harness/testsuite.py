@@ -4,6 +4,8 @@ Visible examples (what the prompt shows) may be run by a system on its own code.
 from __future__ import annotations
 
 import ast
+import doctest
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,3 +62,30 @@ def parse_example(source: str) -> Example:
         else:
             return Example(source.strip(), ast.unparse(test.left), expected)
     return Example(source.strip(), f"bool({ast.unparse(test)})", True)
+
+
+def docstring_examples(prompt: str, entry_point: str) -> list[str]:
+    """Examples a HumanEval-style docstring shows, as assert statements that parse."""
+    found = []
+    try:
+        doctests = doctest.DocTestParser().get_examples(prompt)
+    except ValueError:  # malformed doctest layout
+        doctests = []
+    for example in doctests:
+        want = [line for line in example.want.splitlines() if line.strip() not in ('"""', "'''")]
+        found.append(f"assert {example.source.strip()} == {' '.join(want).strip()}")
+    if not found:
+        call = re.compile(
+            rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(.+?)\s*$",
+            re.MULTILINE,
+        )
+        found = [f"assert {m[1]} == {m[2].rstrip('.,')}" for m in call.finditer(prompt)]
+    return [source for source in found if _parses(source)]
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True

@@ -158,19 +158,25 @@ def test_mapcoder_call_budget_returns_the_code_so_far(
     assert solution.error is None and result.verdict is Verdict.wrong_answer
 
 
-def test_helper_main_combines_the_pair(tmp_path, data_dir, scripted, plugins_with_scripted):
-    helper = "def common(a, b):\n    return set(a) & set(b)\n"
-    main = "def similar_elements(a, b):\n    return tuple(common(a, b))\n"
+@pytest.mark.parametrize("sequential", [False, True])
+def test_helper_main_combines_the_pair(
+    sequential, tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    helper = "def aux(a, b):\n    return set(a) & set(b)\n"
+    main = "def similar_elements(a, b):\n    return tuple(aux(a, b))\n"
 
     def respond(request):
         text = prompt_of(request)
         return fenced(helper if text.startswith("You are the helper") else main)
 
     scripted.respond = staticmethod(respond)
-    solution, result = run_one(tmp_path, data_dir, plugins_with_scripted, "helper-main")
+    options = {"sequential": sequential}
+    solution, result = run_one(tmp_path, data_dir, plugins_with_scripted, "helper-main", options)
     assert [c.role for c in solution.trace] == ["helper", "main"]
-    assert "def common(a, b)" in prompt_of(scripted.requests[1])
-    assert solution.code.index("def common") < solution.code.index("def similar_elements")
+    main_prompt = prompt_of(scripted.requests[1])
+    assert ("def aux(a, b)" in main_prompt) is sequential  # parallel: the main agent sees no code
+    assert "`aux`" in prompt_of(scripted.requests[0])
+    assert solution.code.index("def aux") < solution.code.index("def similar_elements")
     assert result.verdict is Verdict.passed
 
 

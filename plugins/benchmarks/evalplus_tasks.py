@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import doctest
 import gzip
 import hashlib
 import json
@@ -15,6 +13,8 @@ from typing import Any, ClassVar
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.config import ENV_DATA_DIR, offline
 from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
+from corebench.harness.testsuite import docstring_examples
+from corebench.plugins.benchmarks.mbpp_original import MbppProblem, load_mbpp
 
 _ASSERT_LINE = re.compile(r"^\s*assert .+$", re.MULTILINE)
 
@@ -98,7 +98,9 @@ class EvalPlusBenchmark(Benchmark):
 
     def tasks(self, split: str = "test") -> list[Task]:
         if split != "test":
-            raise CorebenchError(f"{self.name} has no {split!r} split (splits: test)")
+            raise CorebenchError(
+                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
+            )
         return [
             Task(
                 task_id=task_id,
@@ -142,6 +144,45 @@ class MbppPlus(EvalPlusBenchmark):
     file_name = "MbppPlus-v0.2.0.jsonl.gz"
     version = "v0.2.0"
     dataset = "mbpp"
+    splits = ("test", "train")
+
+    def tasks(self, split: str = "test") -> list[Task]:
+        """``train``: original MBPP's train and validation tasks that are not in MBPP+ (MBPP+
+        draws from every split, so the exclusion is by task id), in MBPP+'s prompt format."""
+        if split != "train":
+            return super().tasks(split)
+        return [
+            Task(
+                task_id=f"Mbpp/{p.task_id}",
+                benchmark=self.name,
+                prompt=p.prompt,
+                entry_point=p.entry_point,
+                examples=[p.tests[0]],
+                metadata={"split": "train"},
+            )
+            for p in self._train_problems().values()
+        ]
+
+    def train_tests(self, task_id: str) -> tuple[list[str], str]:
+        """The asserts of a training task and its reference solution (for rewards and SFT)."""
+        try:
+            problem = self._train_problems()[task_id]
+        except KeyError:
+            raise UnknownNameError("mbpp train task", task_id, self._train_problems()) from None
+        return problem.tests, problem.code
+
+    def _train_problems(self) -> dict[str, MbppProblem]:
+        if not hasattr(self, "_train"):
+            evaluated = set(self.problems)
+            self._train = {
+                f"Mbpp/{p.task_id}": p
+                for p in load_mbpp(self.data_dir)
+                if p.split in ("train", "validation")
+                and f"Mbpp/{p.task_id}" not in evaluated
+                and not p.setup
+                and p.entry_point
+            }
+        return self._train
 
     def _download(self) -> str:
         from evalplus.data.mbpp import _ready_mbpp_plus_path
@@ -174,33 +215,6 @@ class HumanEvalPlus(EvalPlusBenchmark):
     def visible_examples(self, problem: dict[str, Any]) -> list[str]:
         """The docstring's examples (doctests, or ``f(x) == y`` / ``f(x) ➞ y`` lines) as asserts."""
         return docstring_examples(problem["prompt"], problem["entry_point"])
-
-
-def docstring_examples(prompt: str, entry_point: str) -> list[str]:
-    """Examples a HumanEval-style docstring shows, as assert statements that parse."""
-    found = []
-    try:
-        doctests = doctest.DocTestParser().get_examples(prompt)
-    except ValueError:  # malformed doctest layout
-        doctests = []
-    for example in doctests:
-        want = [line for line in example.want.splitlines() if line.strip() not in ('"""', "'''")]
-        found.append(f"assert {example.source.strip()} == {' '.join(want).strip()}")
-    if not found:
-        call = re.compile(
-            rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(.+?)\s*$",
-            re.MULTILINE,
-        )
-        found = [f"assert {m[1]} == {m[2].rstrip('.,')}" for m in call.finditer(prompt)]
-    return [source for source in found if _parses(source)]
-
-
-def _parses(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except SyntaxError:
-        return False
-    return True
 
 
 @hookimpl

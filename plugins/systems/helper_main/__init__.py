@@ -1,8 +1,10 @@
-"""`helper-main`: the MAGRPO pair. A helper agent writes auxiliary functions; the main agent
-writes the entry function using them; the program is their combination.
+"""`helper-main`: the MAGRPO pair. A helper agent writes an auxiliary function ``aux``; the main
+agent writes the entry function, calling ``aux``; the program is their combination.
 
-The prompts are also what ``corebench train magrpo`` trains the pair on, so a trained pair is
-evaluated with exactly the prompts it learned (``--model helper=...,main=...``).
+By default the two agents work in parallel, as MAGRPO trains them (decentralized execution:
+the main agent knows ``aux`` exists but not its code). ``sequential=true`` shows the main agent
+the helper's code first. The prompts are the ones ``corebench train magrpo`` trains on, so a
+trained pair is evaluated with what it learned (``--model helper=...,main=...``).
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ from __future__ import annotations
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 
+HELPER_NAME = "aux"
+
 
 def helper_prompt(task: Task) -> str:
     return render(__name__, "helper.txt", prompt=task.prompt, entry_point=task.entry_point)
 
 
-def main_prompt(task: Task, helper_code: str) -> str:
+def main_prompt(task: Task, helper_code: str | None = None) -> str:
+    """The main agent's prompt; with ``helper_code`` (sequential mode) it shows the helper."""
+    fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+    if helper_code is None:
+        return render(__name__, "main.txt", **fields)
     helpers = helper_code.strip() or "# (the helper wrote no functions)"
-    return render(
-        __name__, "main.txt", prompt=task.prompt, entry_point=task.entry_point, helpers=helpers
-    )
+    return render(__name__, "main_sees_helper.txt", helpers=helpers, **fields)
 
 
 def combine(helper_code: str, main_code: str) -> str:
@@ -29,15 +35,17 @@ def combine(helper_code: str, main_code: str) -> str:
 
 class HelperMain(System):
     name = "helper-main"
-    description = "MAGRPO pair: a helper writes auxiliary functions, the main agent the entry point"
+    description = "MAGRPO pair: a helper writes `aux`, the main agent the entry point calling it"
     roles = ("helper", "main")
+    options = {"sequential": False}
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         helper_code = ctx.code_from(
             await ctx.generate("helper", helper_prompt(task)), entry_point=False
         )
         ctx.note("helper_code", helper_code)
-        main_code = ctx.code_from(await ctx.generate("main", main_prompt(task, helper_code)))
+        shown = helper_code if self.config["sequential"] else None
+        main_code = ctx.code_from(await ctx.generate("main", main_prompt(task, shown)))
         ctx.note("main_code", main_code)
         if not main_code.strip():
             return ""

@@ -1,0 +1,83 @@
+"""The original MBPP (Austin et al., 2021): 974 tasks with assert tests and standard splits by
+task id (1-10 prompt, 11-510 test, 511-600 validation, 601-974 train).
+
+Read from ``mbpp.jsonl.gz`` in the data folder, or through ``datasets`` from the Hugging Face
+Hub (``google-research-datasets/mbpp``, config ``full``) when online. MBPP+ uses it for its
+training split.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from corebench.harness.config import ENV_DATA_DIR, offline
+from corebench.harness.errors import DatasetMissingError
+
+FILE_NAME = "mbpp.jsonl.gz"
+HUB_ID = "google-research-datasets/mbpp"
+SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
+
+
+@dataclass(frozen=True)
+class MbppProblem:
+    task_id: int
+    text: str
+    code: str
+    tests: list[str]
+    setup: str
+
+    @property
+    def split(self) -> str:
+        return next(name for name, (lo, hi) in SPLITS.items() if lo <= self.task_id <= hi)
+
+    @property
+    def entry_point(self) -> str | None:
+        """The function the tests call that the reference code defines."""
+        for test in self.tests:
+            for name in re.findall(r"(\w+)\s*\(", test):
+                if re.search(rf"^\s*def\s+{re.escape(name)}\s*\(", self.code, re.MULTILINE):
+                    return name
+        return None
+
+    @property
+    def prompt(self) -> str:
+        """The task as MBPP+ writes it: the description and the first test in a docstring."""
+        return f'"""\n{self.text.strip()}\n{self.tests[0].strip()}\n"""\n'
+
+
+def _rows_from_hub() -> list[dict[str, Any]]:
+    from datasets import load_dataset
+
+    dataset = load_dataset(HUB_ID, "full")
+    return [row for split in dataset.values() for row in split]
+
+
+def load_mbpp(data_dir: Path | None) -> list[MbppProblem]:
+    """All 974 problems, ordered by task id."""
+    from corebench.plugins.benchmarks.evalplus_tasks import read_jsonl
+
+    path = data_dir / FILE_NAME if data_dir is not None else None
+    if path is not None and path.exists():
+        rows = read_jsonl(path)
+    elif path is not None or offline():
+        where = f"in {data_dir}" if data_dir else "(offline, no data folder given)"
+        raise DatasetMissingError(
+            f"original MBPP: {FILE_NAME} not found {where}; put it in the data folder "
+            f"(--data-dir or ${ENV_DATA_DIR})"
+        )
+    else:
+        rows = _rows_from_hub()
+    problems = [
+        MbppProblem(
+            task_id=int(row["task_id"]),
+            text=row["text"],
+            code=row["code"].replace("\r\n", "\n"),
+            tests=list(row["test_list"]),
+            setup=row.get("test_setup_code") or "",
+        )
+        for row in rows
+    ]
+    return sorted(problems, key=lambda p: p.task_id)

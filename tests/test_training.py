@@ -1,0 +1,178 @@
+"""Training: settings, contamination check, sandbox rewards, plans, and every method end to end
+on the embedded model with tiny settings, its checkpoints then evaluated by the runner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from corebench.harness import RunConfig
+from corebench.harness.errors import CorebenchError, UnknownNameError
+from corebench.harness.runner import Runner
+from corebench.harness.store import Store
+from corebench.training.cli import model_spec, train
+from corebench.training.contamination import ContaminationError, Text, check
+from corebench.training.data import TrainTask, load_train_data
+from corebench.training.plans import template_plan
+from corebench.training.rewards import RewardLog, execution_reward, pair_reward, run_tests
+from corebench.training.settings import load_settings
+
+TESTS = ["assert double(2) == 4", "assert double(0) == 0", "assert double(-3) == -6"]
+
+
+def test_settings_from_toml_and_overrides(tmp_path):
+    config = tmp_path / "train.toml"
+    config.write_text('[train]\nsteps = 7\nmodel = "hf:/somewhere"\nlearning_rate = 2e-6\n')
+    settings = load_settings("grpo", config, ["steps=3", "temperature=1", "out=x"])
+    assert (settings.steps, settings.model, settings.learning_rate) == (3, "hf:/somewhere", 2e-6)
+    assert settings.temperature == 1.0 and settings.out == "x"
+    with pytest.raises(UnknownNameError, match="Did you mean 'steps'"):
+        load_settings("grpo", None, ["step=3"])
+    with pytest.raises(CorebenchError, match="takes a int"):
+        load_settings("grpo", None, ["steps=many"])
+    with pytest.raises(UnknownNameError, match="training method"):
+        load_settings("ppo")
+
+
+def test_contamination_check_refuses_overlap_unless_allowed():
+    evaluation = [
+        Text("Mbpp/2", "Write a function to find the shared elements from the given two lists.")
+    ]
+    copied = Text(
+        "Mbpp/700", "write a function to find the shared elements from the given two lists"
+    )
+    same_id = Text("Mbpp/2", "something else entirely, with enough words to make some n-grams here")
+    fresh = Text(
+        "Mbpp/701", "Write a function to reverse the words of a sentence and join them back."
+    )
+    assert check([fresh], evaluation) == []
+    with pytest.raises(ContaminationError, match="2 training tasks overlap"):
+        check([copied, same_id, fresh], evaluation)
+    found = check([copied, same_id, fresh], evaluation, allow=True)
+    assert {(o.train_id, o.reason) for o in found} == {("Mbpp/700", "prompt"), ("Mbpp/2", "id")}
+
+
+def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
+    settings = load_settings("grpo", None, [f"data_dir={json.dumps(str(data_dir))}"])
+    data = load_train_data(settings)
+    from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
+
+    evaluated = {t.task_id for t in MbppPlus(data_dir).tasks()}
+    ids = {t.task.task_id for t in data.tasks}
+    assert not ids & evaluated and len(ids) > 250
+    assert all(511 <= int(i.split("/")[1]) <= 974 for i in ids)
+    assert data.overlaps and not ids & {
+        o.train_id for o in data.overlaps
+    }  # near-duplicates dropped
+
+
+def test_rewards_come_from_the_sandbox(tmp_path):
+    programs = [
+        "def double(x):\n    return 2 * x\n",
+        "def double(x):\n    return x + 2\n",  # passes one test
+        "def double(x):\n    raise ValueError\n",
+        "def double(x) return",
+        "",
+    ]
+    runs = run_tests([(p, TESTS) for p in programs])
+    assert [r.passed for r in runs] == [3, 1, 0, 0, 0]
+    assert [execution_reward(r) for r in runs] == pytest.approx([0.8, 0.6, 0.0, 0.0, 0.0])
+    assert [pair_reward(p, r) for p, r in zip(programs, runs, strict=True)] == pytest.approx(
+        [0.8, 0.6, 0.2, 0.0, 0.0]
+    )
+    log = RewardLog(tmp_path / "rewards.txt", group=2)
+    log.add([0.0, 1.0, 0.5])
+    assert RewardLog(tmp_path / "rewards.txt", group=2).curve() == [
+        {"step": 1, "reward": 0.5},
+        {"step": 2, "reward": 0.5},
+    ]
+
+
+def test_template_plan_follows_the_corecode_outline():
+    from corebench.harness import Task
+
+    task = TrainTask(
+        Task(task_id="t/1", benchmark="t", prompt="sum evens", entry_point="sum_evens"),
+        [],
+        "def sum_evens(xs):\n    total = 0\n    for x in xs:\n        if x % 2 == 0:\n"
+        "            total += x\n    return total\n",
+    )
+    plan = template_plan(task)
+    for heading in ("Input/Output:", "Steps:", "Branches:", "Loops:", "Final step:"):
+        assert heading in plan
+    assert "- if x % 2 == 0" in plan and "- over xs" in plan and "return total" in plan
+
+
+TINY = [
+    "steps=2",
+    "tasks_limit=2",
+    "num_generations=2",
+    "prompts_per_step=1",
+    "max_completion_length=16",
+    "save_steps=1",
+]
+EVALUATED_WITH = {
+    "grpo": "direct",
+    "pta": "cot",
+    "magrpo": "helper-main",
+    "corecode": "corecode",
+    "sft": "corecode",
+}
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("method", ["grpo", "pta", "magrpo", "corecode", "sft"])
+def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir):
+    settings = load_settings(
+        method,
+        None,
+        [
+            *TINY,
+            f"out={json.dumps(str(tmp_path / 'ckpt'))}",
+            f"data_dir={json.dumps(str(data_dir))}",
+        ],
+    )
+    checkpoints = train(settings)
+    roles = {
+        "magrpo": ["helper", "main"],
+        "corecode": ["planner", "coder"],
+        "sft": ["planner", "coder"],
+    }
+    assert list(checkpoints) == roles.get(method, ["model"])
+    for role, path in checkpoints.items():
+        manifest = json.loads((path / "corebench_manifest.json").read_text())
+        assert manifest["method"] == method and manifest["role"] == role
+        assert manifest["data"]["source"] == "mbpp:train" and manifest["data"]["tasks"] == 2
+        assert (path / "config.json").exists()
+        if method != "sft":
+            assert manifest["reward_curve"] and manifest["steps"] >= 1
+        else:
+            assert manifest["loss_curve"]
+    config = RunConfig(
+        benchmark="mbpp", system=EVALUATED_WITH[method], model=model_spec(checkpoints),
+        limit=1, max_new_tokens=16,
+    )  # fmt: skip
+    Runner(config, tmp_path / "run", data_dir=data_dir, repeats=0).run()
+    store = Store(tmp_path / "run", create=False)
+    models = store.metadata()["models"]
+    assert all(m["manifest"]["method"] == method for m in models.values())
+    assert len(list(store.samples())) == 1
+
+
+def test_scale_out_configs_validate_on_cpu(tmp_path):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from corebench.training.grpo import grpo_config
+    from corebench.training.scaleout import launch_command, write_accelerate_config
+
+    path = write_accelerate_config(tmp_path / "accelerate.yaml", processes=8)
+    loaded = load_config_from_file(str(path))
+    assert loaded.num_processes == 8 and loaded.distributed_type == "DEEPSPEED"
+    assert loaded.deepspeed_config["zero_stage"] == 3
+    command = launch_command(path, "grpo", None)
+    assert command.startswith("accelerate launch --config_file") and "use_vllm=true" in command
+    settings = load_settings("grpo", None, ["use_vllm=true", "vllm_mode=server", "use_cpu=false"])
+    args = grpo_config(settings, tmp_path / "out")
+    assert args.use_vllm and args.vllm_mode == "server"
+    assert args.per_device_train_batch_size % args.num_generations == 0

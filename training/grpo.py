@@ -1,0 +1,235 @@
+"""GRPO with TRL for one policy: plain (``grpo``) and plan-then-act (``pta``).
+
+``run_grpo`` is the one place a TRL GRPOTrainer is built; the CoRe-Code phases use it too.
+The prompts are the evaluation systems' own templates, so a checkpoint trained here is evaluated
+with exactly what it learned (``grpo`` -> system ``direct``, ``pta`` -> system ``cot``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from corebench.harness.extract import extract_code
+from corebench.harness.prompts import render
+
+from .data import TrainData, TrainTask, load_train_data
+from .manifest import write_manifest
+from .models import FrozenModel, local_checkpoint
+from .rewards import RewardLog, execution_reward, run_tests
+from .settings import TrainSettings
+
+# reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
+RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
+
+
+def grpo_config(settings: TrainSettings, output_dir: Path):
+    """TRL's GRPOConfig from our settings (CPU defaults; vLLM generation when asked)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        max_steps=settings.steps,
+        per_device_train_batch_size=settings.num_generations * settings.prompts_per_step,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_completion_length,
+        learning_rate=settings.learning_rate,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        temperature=settings.temperature,
+        gradient_checkpointing=settings.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=1,  # the latest checkpoint is enough to resume
+        report_to="none",
+        seed=settings.seed,
+        use_cpu=settings.use_cpu,
+        bf16=settings.bf16,
+        use_vllm=settings.use_vllm,
+        vllm_mode=settings.vllm_mode,
+        disable_tqdm=True,
+    )
+
+
+def time_limit(seconds: float):
+    """A TRL/transformers callback that ends training cleanly once ``seconds`` have passed."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class TimeLimit(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.started = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.monotonic() - self.started >= seconds:
+                control.should_training_stop = True
+                control.should_save = True
+
+    return TimeLimit()
+
+
+def last_checkpoint(output_dir: Path) -> Path | None:
+    checkpoints = sorted(
+        (p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+    )
+    return checkpoints[-1] if checkpoints else None
+
+
+def run_grpo(
+    settings: TrainSettings,
+    *,
+    model_path: Path,
+    rows: list[dict[str, Any]],
+    reward: RewardFn,
+    out: Path,
+) -> tuple[Path, list[dict[str, float]], int]:
+    """Train ``model_path`` on ``rows`` (each with a ``prompt`` string) with ``reward``.
+
+    Resumes from the last checkpoint in ``out/trainer``; saves the final model to ``out/model``.
+    Returns (model dir, reward curve, steps done).
+    """
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    trainer_dir = out / "trainer"
+    log = RewardLog(out / "rewards.txt", settings.num_generations * settings.prompts_per_step)
+    resume = last_checkpoint(trainer_dir)
+    if resume is not None:  # steps after the checkpoint are replayed: drop their rewards
+        del_from = int(resume.name.split("-")[-1]) * log.group
+        log.rewards = log.rewards[:del_from]
+        log.path.write_text("".join(f"{v:.6g}\n" for v in log.rewards))
+    elif log.path.exists():
+        log.path.unlink()
+        log.rewards = []
+    dataset = Dataset.from_list(
+        [
+            {"prompt": [{"role": "user", "content": r["prompt"]}], "row": i}
+            for i, r in enumerate(rows)
+        ]
+    )
+
+    def reward_func(completions, row, **_: Any) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        values = reward(texts, [rows[i] for i in row])
+        log.add(values)
+        return values
+
+    reward_func.__name__ = "sandbox_reward"
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_func],
+        args=grpo_config(settings, trainer_dir),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[time_limit(settings.max_time_s)] if settings.max_time_s else None,
+    )
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    final = out / "model"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(final)
+    return final, log.curve(), int(trainer.state.global_step)
+
+
+def code_rows(data: TrainData, template: tuple[str, str]) -> list[dict[str, Any]]:
+    """One row per training task, the prompt rendered from a system's template."""
+    package, name = template
+    return [
+        {
+            "prompt": render(package, name, prompt=t.task.prompt, entry_point=t.task.entry_point),
+            "task": t,
+        }
+        for t in data.tasks
+    ]
+
+
+def code_reward(settings: TrainSettings) -> RewardFn:
+    """+0.5 if the extracted program runs, +0.1 per passed test (up to ``tests_rewarded``)."""
+
+    def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
+        tasks: list[TrainTask] = [r["task"] for r in rows]
+        codes = [
+            extract_code(x, t.task.entry_point).code for x, t in zip(texts, tasks, strict=True)
+        ]
+        runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+        return [execution_reward(r, settings.tests_rewarded) for r in runs]
+
+    return reward
+
+
+def plan_part(answer: str) -> str:
+    """The reasoning before the first code block of a plan-then-act answer."""
+    return answer.split("```", 1)[0].strip()
+
+
+def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
+    """Plan-then-act: the answer's own code is rewarded as in GRPO, and its plan by its outcome:
+    the pass rate of the code a frozen coder writes from the plan alone."""
+    act = code_reward(settings)
+
+    def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
+        tasks: list[TrainTask] = [r["task"] for r in rows]
+        prompts = [
+            render(
+                "corebench.plugins.systems.corecode",
+                "coder.txt",
+                prompt=t.task.prompt,
+                entry_point=t.task.entry_point,
+                plan=plan_part(x) or "(no plan)",
+            )
+            for x, t in zip(texts, tasks, strict=True)
+        ]
+        codes = [
+            extract_code(a, t.task.entry_point).code
+            for a, t in zip(coder.answer(prompts), tasks, strict=True)
+        ]
+        plan_runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+        return [
+            r + settings.plan_weight * p.pass_rate
+            for r, p in zip(act(texts, rows), plan_runs, strict=True)
+        ]
+
+    return reward
+
+
+DIRECT = ("corebench.plugins.systems.direct", "prompt.txt")
+COT = ("corebench.plugins.systems.cot", "one_call.txt")
+
+
+def train_grpo(settings: TrainSettings) -> dict[str, Path]:
+    """``grpo`` (system ``direct``) or ``pta`` (system ``cot``): one checkpoint, role ``model``."""
+    data = load_train_data(settings)
+    base = local_checkpoint(settings.model)
+    out = Path(settings.out)
+    coder = None
+    if settings.method == "pta":
+        coder = FrozenModel(base, settings.max_completion_length)
+        rows, reward = code_rows(data, COT), pta_reward(settings, coder)
+    else:
+        rows, reward = code_rows(data, DIRECT), code_reward(settings)
+    try:
+        final, curve, steps = run_grpo(settings, model_path=base, rows=rows, reward=reward, out=out)
+    finally:
+        if coder is not None:
+            coder.close()
+    write_manifest(
+        final,
+        settings=settings,
+        role="model",
+        base_model=settings.model,
+        data=data,
+        steps=steps,
+        reward_curve=curve,
+        extra={"evaluate_with": "direct" if settings.method == "grpo" else "cot"},
+    )
+    return {"model": final}

@@ -1,0 +1,106 @@
+"""MAGRPO with comlrl: a helper agent (``aux``) and a main agent trained jointly with one shared
+reward on their combined program (+0.2 parses, +0.3 runs, +0.1 per passed test), group-relative
+advantages, decentralized execution. The prompts are the ``helper-main`` system's (parallel mode).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from corebench.harness.extract import extract_code
+from corebench.plugins.systems.helper_main import combine, helper_prompt, main_prompt
+
+from .data import load_train_data
+from .manifest import write_manifest
+from .models import local_checkpoint
+from .rewards import RewardLog, pair_reward, run_tests
+from .settings import TrainSettings
+
+ROLES = ("helper", "main")
+
+
+def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
+    os.environ.setdefault("WANDB_MODE", "disabled")  # comlrl imports wandb
+    from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    data = load_train_data(settings)
+    base = local_checkpoint(settings.model)
+    out = Path(settings.out)
+    tasks = data.tasks
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+
+    def chat(text: str) -> str:
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+        )
+
+    # comlrl takes one dataset item per step; cycle through the tasks for `steps` steps
+    items = [{"idx": step % len(tasks)} for step in range(settings.steps)]
+    log = RewardLog(out / "rewards.txt", settings.num_generations)
+    log.path.unlink(missing_ok=True)
+    log.rewards = []
+
+    def reward(helper: list[str], main: list[str], *, batch_items: Any = None) -> list[float]:
+        task = tasks[batch_items[0]["idx"]]
+        values = []
+        for helper_text, main_text in zip(helper, main, strict=True):
+            helper_code = extract_code(helper_text, None).code
+            main_code = extract_code(main_text, task.task.entry_point).code
+            values.append(combine(helper_code, main_code) if main_code.strip() else "")
+        runs = run_tests([(code, task.tests) for code in values])
+        rewards = [pair_reward(code, run) for code, run in zip(values, runs, strict=True)]
+        log.add(rewards)
+        return rewards
+
+    agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
+    trainer = MAGRPOTrainer(
+        agents=agents,
+        num_agents=len(ROLES),
+        tokenizer=tokenizer,
+        train_dataset=Dataset.from_list(items),
+        reward_func=reward,
+        formatters=[
+            lambda item: chat(helper_prompt(tasks[item["idx"]].task)),
+            lambda item: chat(main_prompt(tasks[item["idx"]].task)),
+        ],
+        args=MAGRPOConfig(
+            num_turns=1,
+            num_train_epochs=1,
+            num_generations=settings.num_generations,
+            max_new_tokens=settings.max_completion_length,
+            temperature=settings.temperature,
+            top_p=1.0,
+            agent_learning_rate=settings.learning_rate,
+            eval_interval=0,
+            logging_steps=1,
+        ),
+    )
+    trainer.train()
+    raw = out / "trainer"
+    trainer.save_model(str(raw))
+    checkpoints = {}
+    for index, role in enumerate(ROLES):
+        final = out / role
+        shutil.rmtree(final, ignore_errors=True)
+        shutil.move(str(raw / f"agent_{index}"), final)
+        tokenizer.save_pretrained(final)
+        write_manifest(
+            final,
+            settings=settings,
+            role=role,
+            base_model=settings.model,
+            data=data,
+            steps=settings.steps,
+            reward_curve=log.curve(),
+            extra={"evaluate_with": "helper-main", "trainer": "comlrl.MAGRPOTrainer"},
+        )
+        checkpoints[role] = final
+    return checkpoints

@@ -1,0 +1,84 @@
+"""The manifest written next to each trained checkpoint, and the reward-curve plot."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from corebench.harness.metadata import environment_metadata
+from corebench.plugins.backends.transformers_backend import MANIFEST
+
+from .data import TrainData
+from .settings import TrainSettings
+
+
+def data_fingerprint(data: TrainData) -> str:
+    """sha256 over the training tasks as the policy and the rewards see them."""
+    digest = hashlib.sha256()
+    for item in data.tasks:
+        digest.update(json.dumps([item.task.task_id, item.task.prompt, item.tests]).encode())
+    return digest.hexdigest()
+
+
+def write_manifest(
+    checkpoint: Path,
+    *,
+    settings: TrainSettings,
+    role: str,
+    base_model: str,
+    data: TrainData,
+    steps: int,
+    reward_curve: list[dict[str, float]],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    manifest = {
+        "method": settings.method,
+        "role": role,
+        "base_model": base_model,
+        "steps": steps,
+        "data": {
+            "source": data.source,
+            "tasks": len(data.tasks),
+            "sha256": data_fingerprint(data),
+            "overlaps_found": len(data.overlaps),
+            "overlaps_kept": settings.allow_overlap,
+        },
+        "settings": settings.__dict__,
+        "reward_curve": reward_curve,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "corebench_version": environment_metadata().get("corebench_version"),
+        **(extra or {}),
+    }
+    path = Path(checkpoint) / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2, default=str))
+    return path
+
+
+def plot_reward_curve(curves: dict[str, list[dict[str, float]]], path: Path, title: str) -> None:
+    """Mean reward per step (and a moving average) for each curve, as SVG or PNG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    for label, curve in curves.items():
+        steps = [p["step"] for p in curve]
+        rewards = [p["reward"] for p in curve]
+        line = ax.plot(steps, rewards, alpha=0.35, linewidth=1)[0]
+        window = max(1, len(rewards) // 10)
+        smooth = [
+            sum(rewards[max(0, i - window + 1) : i + 1])
+            / len(rewards[max(0, i - window + 1) : i + 1])
+            for i in range(len(rewards))
+        ]
+        ax.plot(steps, smooth, color=line.get_color(), label=f"{label} ({window}-step mean)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward")
+    ax.set_title(title)
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(
+        path, bbox_inches="tight", metadata={"Date": None} if path.suffix == ".svg" else None
+    )
