@@ -53,7 +53,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     assert "corecode" in listed.stdout and "mbpp" in listed.stdout and "embedded" in listed.stdout
     # prompt templates are package data: a system can render its prompts from the wheel
     render = subprocess.run(
-        [python, "-c", "from corebench.harness.prompts import render; print(render('corebench.plugins.systems.corecode', 'planner.txt', prompt='P', entry_point='f'))"],
+        [python, "-c", "from corebench.harness.prompts import render; print(render('corebench.plugins.systems.corecode', 'planner.txt', prompt='P', entry_point='f', similar=''))"],
         capture_output=True, text=True, cwd=tmp_path,
     )  # fmt: skip
     assert "You are the Planner" in render.stdout, render.stderr

@@ -1,0 +1,77 @@
+"""Report a training run: its reward curve (plot) and pass@1 before vs after on held-out tasks.
+
+    python benchmarks/training_report.py CHECKPOINT_DIR BEFORE_RUN AFTER_RUN --plot docs/x.svg
+
+BEFORE_RUN and AFTER_RUN are `corebench run` directories of the base model and the trained
+checkpoint on the same tasks; pass@1 comes with 95 % bootstrap intervals over tasks, and the
+paired difference with its own interval (tasks resampled together).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from corebench.leaderboards import collect_runs, leaderboard_table
+from corebench.training.manifest import plot_reward_curve
+
+
+def paired_difference(
+    before: dict[str, float], after: dict[str, float]
+) -> tuple[float, float, float]:
+    tasks = sorted(set(before) & set(after))
+    diff = np.array([after[t] - before[t] for t in tasks])
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = diff[rng.integers(0, len(diff), size=(BOOTSTRAP_RESAMPLES, len(diff)))].mean(axis=1)
+    return float(diff.mean()), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args()
+
+    manifest = json.loads((args.checkpoint / "corebench_manifest.json").read_text())
+    curve = manifest["reward_curve"]
+    rewards = [p["reward"] for p in curve]
+    tenth = max(1, len(rewards) // 10)
+    print(
+        f"method {manifest['method']}, base {manifest['base_model']}, steps {manifest['steps']}, "
+        f"data {manifest['data']['source']} ({manifest['data']['tasks']} tasks)"
+    )
+    print(
+        f"mean reward: first {tenth} steps {np.mean(rewards[:tenth]):.3f}, "
+        f"last {tenth} steps {np.mean(rewards[-tenth:]):.3f}"
+    )
+    if args.plot:
+        plot_reward_curve(
+            {manifest["method"]: curve},
+            args.plot,
+            f"{manifest['method']} on {manifest['data']['source']}, {manifest['base_model']}",
+        )
+        print(f"wrote {args.plot}")
+
+    runs = [collect_runs([path], details=False)[0] for path in (args.before, args.after)]
+    table = leaderboard_table(runs)
+    for _, row in table.iterrows():
+        print(
+            f"{row['runs']:<28} tasks {row['tasks']:>3}  pass@1 {100 * row['pass@1']:5.1f}% "
+            f"[{100 * row['pass@1_ci_low']:.1f}, {100 * row['pass@1_ci_high']:.1f}]  "
+            f"base tests {100 * row['pass@1_base']:5.1f}%"
+        )
+    per_task = [r.samples.groupby("task_id")["passed"].mean().to_dict() for r in runs]
+    mean, low, high = paired_difference(per_task[0], per_task[1])
+    print(
+        f"after - before: {100 * mean:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] (paired, 95 %)"
+    )
+
+
+if __name__ == "__main__":
+    main()
