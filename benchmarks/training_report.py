@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MANIFEST_NAME
 from corebench.leaderboards import collect_runs, leaderboard_table
 from corebench.training.manifest import plot_reward_curve
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args()
 
-    manifest = json.loads((args.checkpoint / "corebench_manifest.json").read_text())
+    manifest = json.loads((args.checkpoint / MANIFEST_NAME).read_text())
     curve = manifest["reward_curve"]
     rewards = [p["reward"] for p in curve]
     tenth = max(1, len(rewards) // 10)

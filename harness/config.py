@@ -57,6 +57,8 @@ DEFAULT_MAX_TOKENS_PER_SAMPLE = 32_768  # completion tokens per sample, all call
 
 # --- batching (local backends) ----------------------------------------------------------------
 DEFAULT_MAX_BATCH = 16
+OPENAI_MAX_IN_FLIGHT = 16  # concurrent requests one OpenAI-compatible backend sends
+MANIFEST_NAME = "corebench_manifest.json"  # written by `corebench train` next to a checkpoint
 BATCH_SETTLE_TICKS = 8  # event-loop turns to wait for more requests before a batch starts
 
 # --- sandbox ---------------------------------------------------------------------------------------
@@ -81,3 +83,8 @@ MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peak
 # --- leaderboards -----------------------------------------------------------------------------
 BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks
 BOOTSTRAP_SEED = 0  # fixed: the same runs give the same intervals
+TRACE_CHARS = 2000  # per prompt or completion kept for the HTML page's per-task view
+
+# --- training -------------------------------------------------------------------------------------
+CONTAMINATION_NGRAM = 8  # words per n-gram in the train/evaluation overlap check
+CONTAMINATION_THRESHOLD = 0.5  # share of a training text's n-grams found in one evaluation text

@@ -10,12 +10,11 @@ from typing import Any
 import pandas as pd
 
 from corebench.harness.config import RESULTS_DB as DB_NAME
+from corebench.harness.config import TRACE_CHARS
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import ExecutionResult, Solution
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_frame
-
-TRACE_CHARS = 4000  # per prompt or completion kept for the per-task view
 
 
 @dataclass

@@ -11,10 +11,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from corebench.harness.config import CONTAMINATION_NGRAM, CONTAMINATION_THRESHOLD
 from corebench.harness.errors import CorebenchError
-
-NGRAM = 8  # words
-THRESHOLD = 0.5  # share of a training text's n-grams found in one evaluation text
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ class ContaminationError(CorebenchError):
     """Training data overlaps the evaluation tasks."""
 
 
-def ngrams(text: str, n: int = NGRAM) -> set[tuple[str, ...]]:
+def ngrams(text: str, n: int = CONTAMINATION_NGRAM) -> set[tuple[str, ...]]:
     words = re.findall(r"\w+", text.lower())
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
@@ -51,7 +49,7 @@ def _description(prompt: str) -> str:
 
 
 def find_overlaps(
-    train: Iterable[Text], evaluation: Iterable[Text], threshold: float = THRESHOLD
+    train: Iterable[Text], evaluation: Iterable[Text], threshold: float = CONTAMINATION_THRESHOLD
 ) -> list[Overlap]:
     evaluation = list(evaluation)
     eval_ids = {e.task_id for e in evaluation}

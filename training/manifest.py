@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.metadata import environment_metadata
-from corebench.plugins.backends.transformers_backend import MANIFEST
 
 from .data import TrainData
 from .settings import TrainSettings
@@ -52,7 +52,7 @@ def write_manifest(
         "corebench_version": environment_metadata().get("corebench_version"),
         **(extra or {}),
     }
-    path = Path(checkpoint) / MANIFEST
+    path = Path(checkpoint) / MANIFEST_NAME
     path.write_text(json.dumps(manifest, indent=2, default=str))
     return path
 

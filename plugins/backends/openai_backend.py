@@ -9,8 +9,7 @@ import time
 from typing import Any
 
 from corebench.harness import Backend, CorebenchError, Generation, GenerationRequest, hookimpl
-
-DEFAULT_MAX_IN_FLIGHT = 16
+from corebench.harness.config import OPENAI_MAX_IN_FLIGHT
 
 
 def split_target(target: str) -> tuple[str, str | None]:
@@ -32,7 +31,7 @@ class OpenAIBackend(Backend):
     def __init__(
         self,
         target: str = "",
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight: int = OPENAI_MAX_IN_FLIGHT,
         api_key_env: str = "OPENAI_API_KEY",
         max_retries: int = 4,
         timeout_s: float = 600.0,

@@ -14,10 +14,9 @@ from corebench.harness import (
     GenerationRequest,
     hookimpl,
 )
+from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.context import derive_seed
 from corebench.harness.metadata import file_fingerprint
-
-MANIFEST = "corebench_manifest.json"  # written by `corebench train` next to a checkpoint
 
 
 def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
@@ -100,7 +99,7 @@ class TransformersBackend(BatchingBackend):
                 f.name: file_fingerprint(f)
                 for f in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
             }
-            manifest = path / MANIFEST
+            manifest = path / MANIFEST_NAME
             if manifest.exists():
                 info["manifest"] = json.loads(manifest.read_text())
         if self._model is not None:
