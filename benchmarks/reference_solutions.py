@@ -4,7 +4,10 @@ Prints, per benchmark: how many reference solutions pass their own hidden tests,
 and the wall time of the evaluation (reference outputs computed first, cold, then the references
 judged against them). Usage:
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/reference_solutions.py [mbpp humaneval]
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/reference_solutions.py \
+        [mbpp humaneval mbpp-original mbpp-original:train ...]
+
+``NAME:SPLIT`` picks a split other than ``test``.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from corebench.harness.registry import default_plugins
 from corebench.harness.sandbox import Executor
 
 
-async def evaluate_references(name: str) -> None:
+async def evaluate_references(spec: str) -> None:
+    name, _, split = spec.partition(":")
     benchmark = default_plugins().benchmarks.get(name).component(data_dir_setting())
-    tasks = benchmark.tasks()
+    tasks = benchmark.tasks(split or "test")
     executor = Executor()
     started = time.perf_counter()
     suites = {t.task_id: benchmark.test_suite(t.task_id) for t in tasks}
@@ -51,7 +55,7 @@ async def evaluate_references(name: str) -> None:
     failed = [r for r in results if not r.passed]
     tests = sum(len(r.tests) for r in results)
     print(
-        f"{name}: {len(results) - len(failed)}/{len(suites)} reference solutions pass "
+        f"{spec}: {len(results) - len(failed)}/{len(suites)} reference solutions pass "
         f"({tests} tests); reference outputs {reference_s:.1f} s, judging {judge_s:.1f} s "
         f"[isolation {executor.mode}, {executor.workers} workers]"
     )

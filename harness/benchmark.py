@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .options import checked_options
 from .records import Task
 from .testsuite import FunctionalSuite
 
@@ -16,9 +17,11 @@ class Benchmark(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     splits: ClassVar[tuple[str, ...]] = ("test",)
+    options: ClassVar[dict[str, Any]] = {}  # option name -> default (``--bench-option KEY=VALUE``)
 
-    def __init__(self, data_dir: Path | None = None):
+    def __init__(self, data_dir: Path | None = None, **options: Any):
         self.data_dir = data_dir
+        self.config = checked_options("benchmark", self.name, self.options, options)
 
     @abstractmethod
     def tasks(self, split: str = "test") -> list[Task]:

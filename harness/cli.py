@@ -150,6 +150,14 @@ def _slug(text: str) -> str:
     help="System option KEY=VALUE (repeatable).",
 )
 @click.option(
+    "-B",
+    "--bench-option",
+    "benchmark_options",
+    multiple=True,
+    callback=_options,
+    help="Benchmark option KEY=VALUE (repeatable), e.g. level=introductory for apps.",
+)
+@click.option(
     "--out",
     type=click.Path(path_type=Path),
     help="Run directory (default: runs/BENCH-SYSTEM-MODEL). Re-running resumes.",
@@ -170,7 +178,7 @@ def _slug(text: str) -> str:
 @repeats_option
 def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
         split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,
-        system_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
+        system_options: dict[str, Any], benchmark_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
         progress: bool | None, repeats: int) -> None:  # fmt: skip
     """Run SYSTEM on BENCH with MODEL, execute every solution in the sandbox, store the results."""
     from .runner import Runner
@@ -182,6 +190,7 @@ def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: in
         tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None,
         split=split, temperature=temperature, top_p=top_p, seed=seed,
         max_new_tokens=max_new_tokens, system_options=system_options,
+        benchmark_options=benchmark_options,
     )  # fmt: skip
     if n > 1 and temperature == 0:
         click.echo(

@@ -106,7 +106,11 @@ class SolveContext:
 
         With ``entry_point=False`` every definition is kept (e.g. a helper agent's functions).
         """
-        extracted = extract_code(answer, self.task.entry_point if entry_point else None)
+        extracted = extract_code(
+            answer,
+            self.task.entry_point if entry_point else None,
+            program=entry_point and self.task.entry_point is None,
+        )
         self.note("extraction", extracted.note)
         return extracted.code
 

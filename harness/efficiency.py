@@ -20,6 +20,8 @@ async def measure_passing(
         if not result.passed or result.efficiency is not None:
             continue
         suite = benchmark.test_suite(solution.task_id)
+        if not suite.reference_code:  # nothing to normalise against (e.g. LiveCodeBench)
+            continue
         try:
             result.efficiency = await executor.measure(
                 solution.task_id, solution.code, suite, repeats

@@ -20,16 +20,27 @@ class Extracted:
 
 
 def _defines(code: str, name: str) -> bool:
-    return (
-        re.search(rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.MULTILINE) is not None
+    """Whether ``code`` defines the function ``name`` (or the class of ``Class.method``)."""
+    owner, _, function = name.partition(".")
+    pattern = (
+        rf"^\s*class\s+{re.escape(owner)}\b"
+        if function
+        else rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\("
     )
+    return re.search(pattern, code, re.MULTILINE) is not None
 
 
-def _parses(code: str) -> bool:
+def _parses(code: str, program: bool = False) -> bool:
+    """Valid Python with something to run: a definition or statement (a program may be only
+    expressions such as ``print(...)``; a lone string or name is prose, not code)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return False
+    if program:
+        return any(
+            not isinstance(node, ast.Expr) or isinstance(node.value, ast.Call) for node in tree.body
+        )
     return any(not isinstance(node, ast.Expr) for node in tree.body)
 
 
@@ -43,8 +54,12 @@ def _sanitize(code: str, entry_point: str | None) -> str:
     return cleaned if cleaned.strip() else code
 
 
-def extract_code(text: str, entry_point: str | None = None) -> Extracted:
-    """The program in ``text``; ``found`` is False when there is no runnable code."""
+def extract_code(text: str, entry_point: str | None = None, *, program: bool = False) -> Extracted:
+    """The program in ``text``; ``found`` is False when there is no runnable code.
+
+    ``program``: a whole stdin/stdout program is wanted, so top-level statements stay (no
+    sanitizing, which keeps only definitions) and the last code block is the program.
+    """
     visible = _THINK.sub("", text)
     blocks = [body for tag, body in _FENCE.findall(visible) if tag.lower() in _PYTHON_TAGS]
     if blocks:
@@ -57,12 +72,13 @@ def extract_code(text: str, entry_point: str | None = None) -> Extracted:
         others = [
             b for b in blocks if b is not primary and not (entry_point and _defines(b, entry_point))
         ]
-        code = "\n\n".join([*others, primary])
+        code = primary if program else "\n\n".join([*others, primary])
         note = "fenced"
     else:
         code, note = visible, "unfenced"
-    code = _sanitize(code, entry_point)
-    if not _parses(code):
+    if not program or not _parses(code, program):
+        code = _sanitize(code, entry_point.partition(".")[0] if entry_point else None)
+    if not _parses(code, program):
         return Extracted("", False, f"no runnable code ({note})")
     if entry_point and not _defines(code, entry_point):
         return Extracted(code, True, f"code does not define {entry_point} ({note})")

@@ -165,6 +165,7 @@ class RunConfig(Record):
     tasks: list[str] | None = None
     split: str = "test"
     system_options: dict[str, Any] = Field(default_factory=dict)
+    benchmark_options: dict[str, Any] = Field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """The fields that decide which samples exist and what they contain."""

@@ -120,7 +120,7 @@ class Runner:
         self.system_cls = self.plugins.systems.get(config.system).component
         self.roles = resolve_models(config.model, self.system_cls, self.plugins)
         self.config = config.model_copy(update={"model": format_model_spec(self.roles)})
-        self.benchmark: Benchmark = self.benchmark_cls(data_dir)
+        self.benchmark: Benchmark = self.benchmark_cls(data_dir, **config.benchmark_options)
         self.system: System = self.system_cls(**config.system_options)
 
     def pending(self, store: Store) -> tuple[list[tuple[Task, int]], int]:

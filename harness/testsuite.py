@@ -9,16 +9,26 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Comparator = Literal["exact", "evalplus-mbpp", "evalplus-humaneval"]
+Comparator = Literal["exact", "evalplus-mbpp", "evalplus-humaneval", "stdio", "json", "unwrap"]
+Mode = Literal["call", "expr", "stdio"]
 
 
 @dataclass
 class FunctionalSuite:
-    """Differential tests: call ``entry_point`` on each input and compare with the reference.
+    """A task's hidden tests, run in the sandbox and judged in the harness.
 
-    ``inputs`` maps a suite name ("base", "plus") to argument tuples. Expected outputs are
-    computed by running ``reference_code`` in the sandbox (and cached); the comparison happens
-    in the harness on plain data, so a solution cannot influence it.
+    ``inputs`` maps a suite name ("base", "plus", "public", "private", ...) to test inputs, whose
+    meaning depends on ``mode``:
+
+    - ``call``: argument lists for ``entry_point`` (``f`` or ``Class.method``);
+    - ``expr``: ``[expression]`` evaluated in the solution's namespace (assert-style tests);
+    - ``stdio``: ``[stdin text]`` for the whole program, whose stdout is the output.
+
+    Expected outputs are ``expected`` when the dataset states them (asserts, stdin/stdout pairs),
+    otherwise computed by running ``reference_code`` in the sandbox (and cached). With a
+    reference, per-test time limits derive from its CPU time; without one, ``time_limit_s``
+    applies. The comparison happens in the harness on plain data, so a solution cannot
+    influence it.
     """
 
     entry_point: str
@@ -29,6 +39,10 @@ class FunctionalSuite:
     output_not_none: bool = False  # EvalPlus: the reference output is only checked for not-None
     fingerprint: str = ""  # identifies the dataset version, for the reference-output cache
     extra: dict[str, Any] = field(default_factory=dict)
+    mode: Mode = "call"
+    expected: dict[str, list[Any]] | None = None
+    time_limit_s: float | None = None  # per test, when there is no reference to time
+    setup_code: str = ""  # run after the solution, before the tests (MBPP's test_setup_code)
 
 
 @dataclass(frozen=True)

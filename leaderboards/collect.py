@@ -44,7 +44,8 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 
 
 def system_label(system: str, options: dict[str, Any]) -> str:
-    """``corecode`` or ``corecode[debug_rounds=2,retrieval=true]``: options make a different system."""
+    """``corecode`` or ``corecode[debug_rounds=2,retrieval=true]``: options make a different system
+    (and ``apps[level="introductory"]`` a different benchmark)."""
     if not options:
         return system
     inner = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(options.items()))
@@ -96,7 +97,11 @@ def read_run(run_dir: Path, details: bool = True) -> Run:
         metadata = store.metadata()
     finally:
         store.close()
-    key = (config.benchmark, system_label(config.system, config.system_options), config.model)
+    key = (
+        system_label(config.benchmark, config.benchmark_options),
+        system_label(config.system, config.system_options),
+        config.model,
+    )
     metadata = {**metadata, "config": config.model_dump()}
     return Run(run_dir.name, key, metadata, frame, rows)
 

@@ -51,3 +51,21 @@ def test_extraction(answer, entry, expected):
 def test_wrong_entry_point_is_reported_not_renamed():
     extracted = extract_code("```python\ndef g(x):\n    return x\n```", "f")
     assert extracted.found and "does not define f" in extracted.note and "def g" in extracted.code
+
+
+def test_whole_programs_keep_their_top_level_statements():
+    answer = (
+        "Read both numbers, then print the sum.\n```python\ndef helper():\n    return 0\n```\n"
+        "Final program:\n```python\nimport sys\na, b = map(int, sys.stdin.read().split())\n"
+        "print(a + b)\n```\nThis runs in O(1)."
+    )
+    program = extract_code(answer, None, program=True)
+    assert program.found and program.code.rstrip().endswith("print(a + b)")
+    assert "def helper" not in program.code  # the last block is the program
+    assert extract_code("Just print it.", None, program=True).found is False
+
+
+def test_leetcode_style_class_methods_are_found_by_their_class():
+    answer = "```python\nfrom typing import List\nclass Solution:\n    def f(self, xs: List[int]) -> int:\n        return len(xs)\n```"
+    extracted = extract_code(answer, "Solution.f")
+    assert extracted.found and extracted.note == "fenced" and "from typing import List" in extracted.code

@@ -281,6 +281,34 @@ def _reset_peak() -> None:
         pass
 
 
+def _entry(namespace: dict, name: str):
+    """The function tests call: ``f``, or ``Class.method`` on a fresh instance (LeetCode style)."""
+    owner, _, method = name.rpartition(".")
+    return getattr(namespace[owner](), method) if owner else namespace[name]
+
+
+def _run_program(compiled, stdin_text: str) -> str:
+    """Run a whole program as ``__main__`` with ``stdin_text`` as its input; return its stdout.
+
+    ``exit()`` with status 0 or None ends the program normally; any other status is an error.
+    """
+    stdin = io.TextIOWrapper(io.BytesIO(stdin_text.encode()), encoding="utf-8")
+    captured = io.BytesIO()
+    stdout = io.TextIOWrapper(captured, encoding="utf-8", write_through=True)
+    saved = sys.stdin, sys.stdout
+    sys.stdin, sys.stdout = stdin, stdout
+    try:
+        exec(compiled, {"__name__": "__main__"})
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise RuntimeError(f"exit status {exc.code!r}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            stdout.flush()
+        sys.stdin, sys.stdout = saved
+    return captured.getvalue().decode("utf-8", "replace")
+
+
 def main() -> None:
     job = json.loads(sys.stdin.buffer.read())
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -346,14 +374,18 @@ def main() -> None:
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         report(event="load", status="syntax_error", error=f"{type(exc).__name__}: {exc}")
         os._exit(0)
+    stdio = job.get("mode") == "stdio"  # a whole program per test: stdin in, stdout out
     try:
         setitimer(signal.ITIMER_PROF, float(job.get("load_cpu_limit", 5.0)))
-        exec(compiled, namespace)
+        if not stdio:
+            exec(compiled, namespace)
+            if job.get("setup"):  # a benchmark's own test set-up code (MBPP test_setup_code)
+                exec(compile(job["setup"], "<setup>", "exec", dont_inherit=True), namespace)
         setitimer(signal.ITIMER_PROF, 0)
-        fn = namespace[job["entry_point"]] if job.get("entry_point") else None
+        fn = _entry(namespace, job["entry_point"]) if job.get("entry_point") else None
     except BaseException as exc:  # noqa: BLE001 - anything the solution raises
         setitimer(signal.ITIMER_PROF, 0)
-        if isinstance(exc, KeyError):
+        if isinstance(exc, (KeyError, AttributeError)):
             exc = NameError(f"entry point {job['entry_point']!r} is not defined")
         report(event="load", **error_event(exc))
         os._exit(0)
@@ -364,16 +396,19 @@ def main() -> None:
     for index, test in enumerate(job["tests"]):
         walls, cpus, peak_kb, output, outcome = [], [], 0, None, {"status": "ok"}
         # A test is either arguments for the entry point or an expression (an example's left side).
+        # or a stdin text for the whole program (stdio mode).
         expr = test.get("expr")
         for call in range(warmup + repeats):
-            if expr is None:
+            if expr is None and not stdio:
                 args = decode(test["args"])  # fresh inputs every call: solutions may mutate them
             _reset_peak()
             rss0 = _status_kb("VmRSS:")
             wall0, cpu0 = clock(), cpu_clock()
             try:
                 setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]))
-                if expr is None:
+                if stdio:
+                    result = _run_program(compiled, test["stdin"])
+                elif expr is None:
                     result = fn(*args)
                 else:
                     result = eval(compile(expr, "<test>", "eval", dont_inherit=True), namespace)

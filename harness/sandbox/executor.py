@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import (
+    DEFAULT_TEST_TIME_LIMIT_S,
     EFFICIENCY_WARMUP,
     EXAMPLE_TIME_LIMIT_S,
     MAX_TOTAL_TIME_S,
@@ -41,7 +42,37 @@ class Reference:
     """Expected outputs and the reference solution's CPU time, per suite and test."""
 
     outputs: dict[str, list[Any]]
-    cpu_s: dict[str, list[float]]
+    cpu_s: dict[str, list[float | None]]  # None: no reference time (the suite's limit applies)
+
+
+def test_spec(suite: FunctionalSuite, test_input: list[Any], cpu_limit: float) -> dict[str, Any]:
+    """One test of a child job, as the suite's mode runs it."""
+    if suite.mode == "stdio":
+        return {"stdin": str(test_input[0]), "cpu_limit": cpu_limit}
+    if suite.mode == "expr":
+        return {"expr": str(test_input[0]), "cpu_limit": cpu_limit}
+    return {"args": encode(test_input), "cpu_limit": cpu_limit}
+
+
+def child_job(
+    suite: FunctionalSuite, code: str, tests: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """A child job running ``code`` on ``tests`` the way ``suite`` says."""
+    return {
+        "code": code,
+        "entry_point": suite.entry_point if suite.mode == "call" else None,
+        "mode": suite.mode,
+        "setup": suite.setup_code,
+        "tests": tests,
+        **extra,
+    }
+
+
+def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
+    """Per-test CPU limit: from the reference's CPU time when known, else the suite's own."""
+    if reference_cpu_s is None:
+        return suite.time_limit_s or DEFAULT_TEST_TIME_LIMIT_S
+    return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
 
 def _status_verdict(status: str) -> Verdict:
@@ -111,13 +142,21 @@ class Executor:
                 suite.fingerprint,
                 task_id,
                 suite.reference_code,
+                suite.mode,
+                suite.setup_code,
             ],
             default=str,
         )
         return hashlib.sha256(material.encode()).hexdigest()[:32]
 
     async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
-        """Run the reference solution once (cached on disk) to get expected outputs and times."""
+        """Expected outputs and reference CPU times: the reference solution is run once (cached on
+        disk); outputs the dataset states (``suite.expected``) take precedence over its outputs."""
+        if suite.expected is not None and not suite.reference_code:
+            return Reference(
+                outputs=suite.expected,
+                cpu_s={name: [None] * len(outs) for name, outs in suite.expected.items()},
+            )
         key = self._reference_key(task_id, suite)
         if key in self._references:
             return self._references[key]
@@ -137,7 +176,9 @@ class Executor:
             outputs = {
                 name: [reported_output(o) for o in outs] for name, outs in data["outputs"].items()
             }
-            if suite.output_not_none:
+            if suite.expected is not None:
+                outputs = suite.expected
+            elif suite.output_not_none:
                 outputs = {name: [o is not None for o in outs] for name, outs in outputs.items()}
             reference = Reference(outputs, data["cpu_s"])
             self._references[key] = reference
@@ -146,16 +187,18 @@ class Executor:
     async def _compute_reference(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
         names = list(suite.inputs)
         flat = [args for name in names for args in suite.inputs[name]]
-        job = {
-            "code": suite.reference_code,
-            "entry_point": suite.entry_point,
-            "tests": [{"args": encode(args), "cpu_limit": REFERENCE_CPU_LIMIT_S} for args in flat],
-            "stop_on_error": False,
-        }
+        job = child_job(
+            suite,
+            suite.reference_code,
+            [test_spec(suite, args, REFERENCE_CPU_LIMIT_S) for args in flat],
+            stop_on_error=False,
+        )
         report = await self.run(job, deadline_s=REFERENCE_CPU_LIMIT_S * max(1, len(flat)))
         tests = report.tests()
         bad = [i for i in range(len(flat)) if tests.get(i, {}).get("status") != "ok"]
-        if bad:
+        if bad and suite.expected is not None:  # only its times are wanted; failures get none
+            tests = {i: e for i, e in tests.items() if i not in bad}
+        elif bad:
             first = tests.get(bad[0], {})
             why = first.get("error") or first.get("status") or death_verdict(report)[1]
             raise CorebenchError(
@@ -166,21 +209,23 @@ class Executor:
         index = 0
         for name in names:
             count = len(suite.inputs[name])
-            outputs[name] = [_stored_output(tests[i]) for i in range(index, index + count)]
-            cpu[name] = [tests[i]["cpu"] for i in range(index, index + count)]
+            outputs[name] = [_stored_output(tests.get(i, {})) for i in range(index, index + count)]
+            cpu[name] = [
+                tests[i]["cpu"] if i in tests else None for i in range(index, index + count)
+            ]
             index += count
         return {"outputs": outputs, "cpu_s": cpu}
 
     # --- efficiency ------------------------------------------------------------------------------------
     async def _timed(self, code: str, suite: FunctionalSuite, repeats: int) -> ChildReport:
         plan = [args for name in suite.inputs for args in suite.inputs[name]]
-        job = {
-            "code": code,
-            "entry_point": suite.entry_point,
-            "tests": [{"args": encode(args), "cpu_limit": REFERENCE_CPU_LIMIT_S} for args in plan],
-            "repeats": repeats,
-            "warmup": EFFICIENCY_WARMUP,
-        }
+        job = child_job(
+            suite,
+            code,
+            [test_spec(suite, args, REFERENCE_CPU_LIMIT_S) for args in plan],
+            repeats=repeats,
+            warmup=EFFICIENCY_WARMUP,
+        )
         async with self._measuring:  # one measurement at a time: no neighbour distorts the timings
             report = await self.run(
                 job, deadline_s=MAX_TOTAL_TIME_S * (repeats + EFFICIENCY_WARMUP)
@@ -237,20 +282,14 @@ class Executor:
         plan = [
             (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
         ]
-        limits = [
-            max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference.cpu_s[name][i])
-            for name, i, _ in plan
-        ]
-        job = {
-            "code": code,
-            "entry_point": suite.entry_point,
-            "tests": [
-                {"args": encode(args), "cpu_limit": lim}
-                for (_, _, args), lim in zip(plan, limits, strict=True)
-            ],
-            "load_cpu_limit": STARTUP_ALLOWANCE_S,
-            "stop_on_error": True,
-        }
+        limits = [time_limit(suite, reference.cpu_s[name][i]) for name, i, _ in plan]
+        job = child_job(
+            suite,
+            code,
+            [test_spec(suite, args, lim) for (_, _, args), lim in zip(plan, limits, strict=True)],
+            load_cpu_limit=STARTUP_ALLOWANCE_S,
+            stop_on_error=True,
+        )
         deadline = min(MAX_TOTAL_TIME_S, WALL_SLACK_FACTOR * sum(limits)) + STARTUP_ALLOWANCE_S
         checked: dict[int, tuple[Any, bool]] = {}
 

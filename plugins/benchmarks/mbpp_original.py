@@ -2,19 +2,23 @@
 task id (1-10 prompt, 11-510 test, 511-600 validation, 601-974 train).
 
 Read from ``mbpp.jsonl.gz`` in the data folder, or through ``datasets`` from the Hugging Face
-Hub (``google-research-datasets/mbpp``, config ``full``) when online. MBPP+ uses it for its
-training split.
+Hub (``google-research-datasets/mbpp``, config ``full``) when online. Registered as the
+``mbpp-original`` benchmark; MBPP+ uses it for its training split.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.config import ENV_DATA_DIR, offline
-from corebench.harness.errors import DatasetMissingError
+from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
+from corebench.harness.metadata import file_fingerprint
+from corebench.harness.testsuite import parse_example
 
 FILE_NAME = "mbpp.jsonl.gz"
 HUB_ID = "google-research-datasets/mbpp"
@@ -81,3 +85,70 @@ def load_mbpp(data_dir: Path | None) -> list[MbppProblem]:
         for row in rows
     ]
     return sorted(problems, key=lambda p: p.task_id)
+
+
+class MbppOriginal(Benchmark):
+    """MBPP as published: each task's three asserts are its tests (``test_setup_code`` first).
+
+    The prompt shows the description and the first assert (as MBPP+ does); all three asserts are
+    judged, as in the standard protocol, so only the second and third are hidden. An assert of
+    the form ``f(x) == <literal>`` is judged by comparing the value the sandbox reports with the
+    literal in the harness; any other assert by the truth of its condition.
+    """
+
+    name = "mbpp-original"
+    description = "original MBPP (Austin et al.): 500 test tasks (974 in all), assert tests"
+    splits = ("test", "validation", "train", "prompt")
+
+    @cached_property
+    def problems(self) -> dict[str, MbppProblem]:
+        return {f"Mbpp/{p.task_id}": p for p in load_mbpp(self.data_dir)}
+
+    def tasks(self, split: str = "test") -> list[Task]:
+        if split not in self.splits:
+            raise CorebenchError(
+                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
+            )
+        return [
+            Task(
+                task_id=task_id,
+                benchmark=self.name,
+                prompt=p.prompt,
+                entry_point=p.entry_point,
+                examples=[p.tests[0]],
+                metadata={"split": split},
+            )
+            for task_id, p in self.problems.items()
+            if p.split == split
+        ]
+
+    def test_suite(self, task_id: str) -> FunctionalSuite:
+        try:
+            problem = self.problems[task_id]
+        except KeyError:
+            raise UnknownNameError(f"{self.name} task", task_id, self.problems) from None
+        examples = [parse_example(test) for test in problem.tests]
+        return FunctionalSuite(
+            entry_point=problem.entry_point or "",
+            reference_code=problem.code,
+            inputs={"base": [[ex.expr] for ex in examples]},
+            expected={"base": [ex.expected for ex in examples]},
+            mode="expr",
+            setup_code=problem.setup,
+            fingerprint=self.fingerprint,
+        )
+
+    @cached_property
+    def fingerprint(self) -> str:
+        path = self.data_dir / FILE_NAME if self.data_dir else None
+        return file_fingerprint(path) if path and path.exists() else HUB_ID
+
+    def dataset_info(self) -> dict[str, Any]:
+        path = self.data_dir / FILE_NAME if self.data_dir else None
+        source = str(path) if path and path.exists() else f"hf:{HUB_ID}"
+        return {"name": self.name, "source": source, "sha256": self.fingerprint}
+
+
+@hookimpl
+def register_benchmarks(register):
+    register(MbppOriginal)

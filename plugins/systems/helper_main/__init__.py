@@ -9,7 +9,7 @@ trained pair is evaluated with what it learned (``--model helper=...,main=...``)
 
 from __future__ import annotations
 
-from corebench.harness import SolveContext, System, Task, hookimpl
+from corebench.harness import CorebenchError, SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 
 HELPER_NAME = "aux"
@@ -40,6 +40,10 @@ class HelperMain(System):
     options = {"sequential": False}
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
+        if task.entry_point is None:
+            raise CorebenchError(
+                f"helper-main needs a function task; {task.task_id} is a stdin/stdout program"
+            )
         helper_code = ctx.code_from(
             await ctx.generate("helper", helper_prompt(task)), entry_point=False
         )

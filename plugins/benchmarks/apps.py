@@ -1,0 +1,89 @@
+"""APPS (Hendrycks et al., 2021): 10,000 problems at three levels, stdin/stdout or call-based tests.
+
+Rows as in ``codeparrot/apps`` (``problem_id``, ``question``, ``solutions`` and ``input_output``
+as JSON text, ``difficulty``, ``starter_code``). Local copy: ``<data>/apps/test.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness.errors import UnknownNameError
+
+from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
+from .hub_data import HubDataset
+
+LEVELS = ("introductory", "interview", "competition")
+
+
+def _text(value: Any) -> str:
+    """APPS stores some stdin/stdout values as lists of lines."""
+    return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+class Apps(ContestBenchmark):
+    name = "apps"
+    description = "APPS: introductory/interview/competition problems, stdin/stdout and call-based"
+    splits = ("test", "train")
+    options = {"level": ""}  # one of LEVELS; "" = all
+    source = HubDataset(
+        "apps", "apps", "codeparrot/apps", {"test": "test.jsonl", "train": "train.jsonl"}
+    )
+
+    def __init__(self, data_dir: Path | None = None, **options: Any):
+        super().__init__(data_dir, **options)
+        if self.config["level"] and self.config["level"] not in LEVELS:
+            raise UnknownNameError("APPS level", self.config["level"], LEVELS)
+
+    def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
+        level = self.config["level"]
+        if level and row["difficulty"] != level:
+            return None
+        try:
+            io = json.loads(row["input_output"]) if row["input_output"] else {}
+        except ValueError:
+            return None
+        inputs, outputs = io.get("inputs") or [], io.get("outputs") or []
+        if not inputs or len(inputs) != len(outputs):
+            return None  # no usable tests (some training rows)
+        solutions = json.loads(row["solutions"]) if row.get("solutions") else []
+        fn_name = io.get("fn_name")
+        starter = row.get("starter_code") or ""
+        if fn_name:
+            entry = f"Solution.{fn_name}" if "class Solution" in starter else fn_name
+            suite = FunctionalSuite(
+                entry_point=entry,
+                reference_code=solutions[0] if solutions else "",
+                inputs={"tests": [list(args) for args in inputs]},
+                expected={"tests": outputs},
+                comparator="unwrap",
+            )
+        else:
+            entry = None
+            suite = FunctionalSuite(
+                entry_point="",
+                reference_code=solutions[0] if solutions else "",
+                inputs={"tests": [[_text(i)] for i in inputs]},
+                expected={"tests": [_text(o) for o in outputs]},
+                comparator="stdio",
+                mode="stdio",
+            )
+        task_id = f"APPS/{row['problem_id']}"
+        return ContestProblem(
+            Task(
+                task_id=task_id,
+                benchmark=self.name,
+                prompt=task_prompt(row["question"], starter, entry),
+                entry_point=entry,
+                metadata={"split": split, "level": row["difficulty"], "url": row.get("url", "")},
+            ),
+            suite,
+        )
+
+
+@hookimpl
+def register_benchmarks(register):
+    register(Apps)

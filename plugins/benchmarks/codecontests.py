@@ -1,0 +1,110 @@
+"""DeepMind CodeContests (Li et al., 2022): stdin/stdout problems from Codeforces, AtCoder,
+CodeChef and others, with public, private and generated tests.
+
+Rows as in ``deepmind/code_contests`` (``name``, ``description``, ``public_tests``,
+``private_tests``, ``generated_tests`` as ``{input: [...], output: [...]}``, ``source`` and
+``difficulty`` as enum numbers, ``solutions`` as ``{language: [...], solution: [...]}``,
+``time_limit``, ``cf_rating``, ``cf_tags``). Local copy: ``<data>/code_contests/test.jsonl``
+(or .parquet). The ``source`` option selects e.g. the Codeforces subset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness.errors import UnknownNameError
+
+from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
+from .hub_data import HubDataset
+
+SOURCES = {
+    0: "unknown",
+    1: "codechef",
+    2: "codeforces",
+    3: "hackerearth",
+    4: "codejam",
+    5: "atcoder",
+    6: "aizu",
+}
+PYTHON3 = 3  # the dataset's language enum (1 is Python 2, which cannot serve as a reference)
+SUITES = ("public_tests", "private_tests", "generated_tests")
+
+
+class CodeContests(ContestBenchmark):
+    name = "codecontests"
+    description = "DeepMind CodeContests: stdin/stdout, public/private/generated tests, by source"
+    splits = ("test", "valid", "train")
+    options = {"source": "", "min_rating": 0, "max_rating": 0, "generated_tests": True}
+    source = HubDataset(
+        "codecontests",
+        "code_contests",
+        "deepmind/code_contests",
+        {s: f"data/{s}-*.parquet" for s in ("test", "valid", "train")},
+    )
+
+    def __init__(self, data_dir: Path | None = None, **options: Any):
+        super().__init__(data_dir, **options)
+        if self.config["source"] and self.config["source"] not in SOURCES.values():
+            raise UnknownNameError("CodeContests source", self.config["source"], SOURCES.values())
+
+    def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
+        source = SOURCES.get(int(row.get("source") or 0), "unknown")
+        rating = int(row.get("cf_rating") or 0)
+        if self.config["source"] and source != self.config["source"]:
+            return None
+        if self.config["min_rating"] and rating < self.config["min_rating"]:
+            return None
+        if self.config["max_rating"] and (not rating or rating > self.config["max_rating"]):
+            return None
+        suites = SUITES if self.config["generated_tests"] else SUITES[:2]
+        inputs, expected = {}, {}
+        for name in suites:
+            tests = row.get(name) or {}
+            if tests.get("input"):
+                short = name.removesuffix("_tests")
+                inputs[short] = [[text] for text in tests["input"]]
+                expected[short] = list(tests["output"])
+        if not inputs:
+            return None
+        solutions = row.get("solutions") or {}
+        python3 = [
+            code
+            for lang, code in zip(
+                solutions.get("language", []), solutions.get("solution", []), strict=False
+            )
+            if lang == PYTHON3
+        ]
+        limit = row.get("time_limit") or {}
+        seconds = float(limit.get("seconds") or 0) + float(limit.get("nanos") or 0) / 1e9
+        metadata = {
+            "split": split,
+            "source": source,
+            "difficulty": int(row.get("difficulty") or 0),
+            "cf_rating": rating,
+            "cf_tags": list(row.get("cf_tags") or []),
+        }
+        task_id = f"CodeContests/{row['name']}"
+        return ContestProblem(
+            Task(
+                task_id=task_id,
+                benchmark=self.name,
+                prompt=task_prompt(row["description"]),
+                metadata=metadata,
+            ),
+            FunctionalSuite(
+                entry_point="",
+                reference_code=python3[0] if python3 else "",
+                inputs=inputs,
+                expected=expected,
+                comparator="stdio",
+                mode="stdio",
+                time_limit_s=seconds or None,
+            ),
+        )
+
+
+@hookimpl
+def register_benchmarks(register):
+    register(CodeContests)

@@ -1,0 +1,82 @@
+"""What the contest benchmarks (APPS, CodeContests, LiveCodeBench) share: tasks held as rows with
+their suites, lookup by id with "did you mean", splits, and the prompt layout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from corebench.harness import Benchmark, FunctionalSuite, Task
+from corebench.harness.errors import CorebenchError, UnknownNameError
+
+from .hub_data import HubDataset
+
+STDIO_INSTRUCTION = (
+    "Write a complete Python 3 program that reads the input from standard input and writes the "
+    "answer to standard output."
+)
+
+
+@dataclass
+class ContestProblem:
+    task: Task  # what systems see
+    suite: FunctionalSuite  # what the sandbox runs
+
+
+def task_prompt(statement: str, starter_code: str = "", entry_point: str | None = None) -> str:
+    """The statement, then what to write: a program for stdin/stdout, or the starter code's method."""
+    if entry_point is None:
+        return f"{statement.strip()}\n\n{STDIO_INSTRUCTION}\n"
+    return (
+        f"{statement.strip()}\n\nComplete `{entry_point}` in this starter code:\n"
+        f"```python\n{starter_code.strip()}\n```\n"
+    )
+
+
+class ContestBenchmark(Benchmark):
+    """A benchmark loaded from a Hugging Face dataset, one file per split."""
+
+    source: ClassVar[HubDataset]
+
+    def __init__(self, data_dir: Path | None = None, **options: Any):
+        super().__init__(data_dir, **options)
+        self._splits: dict[str, tuple[dict[str, ContestProblem], dict[str, Any]]] = {}
+
+    def split_files(self, split: str) -> list[str]:
+        return [split]
+
+    def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
+        """One dataset row as a problem (None: skipped, e.g. filtered out by an option)."""
+        raise NotImplementedError
+
+    def _load(self, split: str) -> tuple[dict[str, ContestProblem], dict[str, Any]]:
+        if split not in self.splits:
+            raise CorebenchError(
+                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
+            )
+        rows, info = self.source.load(self.data_dir, self.split_files(split))
+        problems = {}
+        for row in rows:
+            problem = self.convert(row, split)
+            if problem is not None:
+                problems[problem.task.task_id] = problem
+        return problems, info
+
+    def problems(self, split: str = "test") -> dict[str, ContestProblem]:
+        if split not in self._splits:
+            self._splits[split] = self._load(split)
+        return self._splits[split][0]
+
+    def tasks(self, split: str = "test") -> list[Task]:
+        return [p.task for p in self.problems(split).values()]
+
+    def test_suite(self, task_id: str) -> FunctionalSuite:
+        for split in [*self._splits, "test"]:
+            if task_id in self.problems(split):
+                return self.problems(split)[task_id].suite
+        raise UnknownNameError(f"{self.name} task", task_id, self.problems("test"))
+
+    def dataset_info(self) -> dict[str, Any]:
+        self.problems("test")
+        return {**self._splits["test"][1], "options": self.config}
