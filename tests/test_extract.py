@@ -68,4 +68,8 @@ def test_whole_programs_keep_their_top_level_statements():
 def test_leetcode_style_class_methods_are_found_by_their_class():
     answer = "```python\nfrom typing import List\nclass Solution:\n    def f(self, xs: List[int]) -> int:\n        return len(xs)\n```"
     extracted = extract_code(answer, "Solution.f")
-    assert extracted.found and extracted.note == "fenced" and "from typing import List" in extracted.code
+    assert (
+        extracted.found
+        and extracted.note == "fenced"
+        and "from typing import List" in extracted.code
+    )
