@@ -2,7 +2,11 @@
 all tasks in flight. Prints wall time, completion tokens per second, batch sizes, and whether the
 programs are identical (greedy decoding).
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/batching_throughput.py [TASKS] [MAX_NEW_TOKENS]
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/batching_throughput.py \
+        [TASKS] [MAX_NEW_TOKENS] [MODEL_SPEC]
+
+MODEL_SPEC defaults to ``embedded`` (bf16 on CPUs with AVX512/AMX); ``embedded?dtype=float32``
+trades speed for batched outputs identical to one-at-a-time ones.
 """
 
 from __future__ import annotations
@@ -19,12 +23,12 @@ from corebench.harness.store import Store
 
 
 def run(
-    tasks: int, max_new_tokens: int, concurrency: int, out: Path
+    tasks: int, max_new_tokens: int, concurrency: int, out: Path, model: str = "embedded"
 ) -> tuple[float, dict, list[int]]:
     config = RunConfig(
         benchmark="mbpp",
         system="corecode",
-        model="embedded",
+        model=model,
         limit=tasks,
         max_new_tokens=max_new_tokens,
     )
@@ -45,9 +49,11 @@ def run(
 def main() -> None:
     tasks = int(sys.argv[1]) if len(sys.argv) > 1 else 16
     max_new_tokens = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    model = sys.argv[3] if len(sys.argv) > 3 else "embedded"
+    print(f"corecode on {tasks} MBPP+ tasks, {max_new_tokens} tokens per call, model {model}")
     with tempfile.TemporaryDirectory() as tmp:
-        sequential, programs_1, _ = run(tasks, max_new_tokens, 1, Path(tmp, "sequential"))
-        batched, programs_n, _ = run(tasks, max_new_tokens, tasks, Path(tmp, "batched"))
+        sequential, programs_1, _ = run(tasks, max_new_tokens, 1, Path(tmp, "sequential"), model)
+        batched, programs_n, _ = run(tasks, max_new_tokens, tasks, Path(tmp, "batched"), model)
     same = sum(programs_1[t] == programs_n[t] for t in programs_1)
     print(f"speed-up {sequential / batched:.2f}x; identical programs {same}/{len(programs_1)}")
 

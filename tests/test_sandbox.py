@@ -178,6 +178,21 @@ def test_efficiency_is_measured_against_the_reference():
     assert measured.peak_memory_bytes >= 0 and measured.memory_ratio > 0
 
 
+def test_fast_tests_are_repeated_within_a_timed_sample_and_slow_ones_are_not():
+    executor = Executor(workers=1)
+    suite = FunctionalSuite(
+        entry_point="work",
+        reference_code="def work(n):\n    return sum(range(n))\n",
+        inputs={"base": [[10], [3_000_000]]},
+    )
+    report = asyncio.run(executor._timed(suite.reference_code, suite, repeats=3))
+    fast, slow = report.tests()[0], report.tests()[1]
+    assert fast["loops"] > 10 and slow["loops"] == 1
+    assert (
+        len(fast["walls"]) == 3 and fast["wall"] < 1e-4 < slow["wall"]
+    )  # per call, not per sample
+
+
 def test_a_wrong_huge_integer_is_reported_without_breaking_the_harness():
     suite = FunctionalSuite(
         entry_point="power",

@@ -24,6 +24,7 @@ import time
 import traceback
 
 MAX_DEPTH = 100
+MAX_LOOPS = 10_000  # calls per timed sample at most (efficiency phase)
 
 
 class CpuTimeout(BaseException):
@@ -393,25 +394,34 @@ def main() -> None:
 
     repeats = max(1, int(job.get("repeats", 1)))  # efficiency phase: timed calls per test
     warmup = max(0, int(job.get("warmup", 0)))  # untimed calls before them
+    # Efficiency phase: a timed sample repeats a fast test until it lasts min_sample_s (as timeit's
+    # autorange), so microsecond tests are not measured at the timer's and scheduler's noise level.
+    min_sample = float(job.get("min_sample_s", 0.0))
     for index, test in enumerate(job["tests"]):
         walls, cpus, peak_kb, output, outcome = [], [], 0, None, {"status": "ok"}
-        # A test is either arguments for the entry point or an expression (an example's left side).
-        # or a stdin text for the whole program (stdio mode).
+        # A test is arguments for the entry point, an expression (an assert's left side), or a
+        # stdin text for the whole program (stdio mode).
         expr = test.get("expr")
+        loops = 1
         for call in range(warmup + repeats):
-            if expr is None and not stdio:
-                args = decode(test["args"])  # fresh inputs every call: solutions may mutate them
+            # fresh inputs for every call, decoded before the clock starts: solutions may mutate them
+            batch = (
+                [None] * loops
+                if expr is not None or stdio
+                else [decode(test["args"]) for _ in range(loops)]
+            )
             _reset_peak()
             rss0 = _status_kb("VmRSS:")
             wall0, cpu0 = clock(), cpu_clock()
             try:
-                setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]))
-                if stdio:
-                    result = _run_program(compiled, test["stdin"])
-                elif expr is None:
-                    result = fn(*args)
-                else:
-                    result = eval(compile(expr, "<test>", "eval", dont_inherit=True), namespace)
+                setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]) * loops)
+                for args in batch:
+                    if stdio:
+                        result = _run_program(compiled, test["stdin"])
+                    elif expr is None:
+                        result = fn(*args)
+                    else:
+                        result = eval(compile(expr, "<test>", "eval", dont_inherit=True), namespace)
                 setitimer(signal.ITIMER_PROF, 0)
             except BaseException as exc:  # noqa: BLE001
                 setitimer(signal.ITIMER_PROF, 0)
@@ -419,14 +429,17 @@ def main() -> None:
                 walls.append(clock() - wall0)
                 cpus.append(cpu_clock() - cpu0)
                 break
-            wall, cpu = clock() - wall0, cpu_clock() - cpu0
-            peak_kb = max(peak_kb, max(_status_kb("VmHWM:"), rss0) - baseline_kb)
+            wall, cpu = (clock() - wall0) / loops, (cpu_clock() - cpu0) / loops
+            if loops == 1:  # memory from single calls only (a sample's inputs all exist at once)
+                peak_kb = max(peak_kb, max(_status_kb("VmHWM:"), rss0) - baseline_kb)
             if call == 0:
-                output = result  # the first call's output is the one judged
+                output = result  # the first call's output is the one judged (always a single call)
             if call >= warmup:
                 walls.append(wall)
                 cpus.append(cpu)
-            del result
+            elif call == warmup - 1 and 0 < wall < min_sample:
+                loops = min(MAX_LOOPS, math.ceil(min_sample / wall))
+            del result, batch
         if outcome["status"] == "ok":
             try:
                 text, digest = encode_text(output)
@@ -436,6 +449,7 @@ def main() -> None:
         timing = {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
         if repeats > 1:
             timing["walls"] = walls
+            timing["loops"] = loops
         report(event="test", i=index, peak_kb=max(peak_kb, 0), **timing, **outcome)
         output = None
         if outcome["status"] != "ok" and job.get("stop_on_error", True):

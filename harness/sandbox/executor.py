@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import (
     DEFAULT_TEST_TIME_LIMIT_S,
+    EFFICIENCY_MIN_SAMPLE_S,
     EFFICIENCY_WARMUP,
     EXAMPLE_TIME_LIMIT_S,
     MAX_TOTAL_TIME_S,
@@ -225,6 +226,7 @@ class Executor:
             [test_spec(suite, args, REFERENCE_CPU_LIMIT_S) for args in plan],
             repeats=repeats,
             warmup=EFFICIENCY_WARMUP,
+            min_sample_s=EFFICIENCY_MIN_SAMPLE_S,
         )
         async with self._measuring:  # one measurement at a time: no neighbour distorts the timings
             report = await self.run(

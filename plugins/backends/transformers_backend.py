@@ -36,6 +36,18 @@ def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
     return device, torch.bfloat16 if native_bf16 else torch.float32
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's failure."""
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
 class TransformersBackend(BatchingBackend):
     name = "hf"
     description = "Hugging Face transformers: local checkpoint dir or Hub id, CPU or GPU, batched"
@@ -108,6 +120,33 @@ class TransformersBackend(BatchingBackend):
 
     # --- generation ------------------------------------------------------------------------------------
     def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """Generate a batch; when it does not fit in memory, the two halves one after the other
+        (down to single requests, which get one clear error if even they do not fit)."""
+        try:
+            return self._generate(requests)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            self._release_memory()
+            if len(requests) == 1:
+                raise CorebenchError(
+                    f"out of memory on {self.device} ({self.dtype}) generating up to "
+                    f"{requests[0].max_new_tokens} tokens for one prompt with {self.path}: use a "
+                    "shorter --max-new-tokens, a smaller model, or a device with more memory"
+                ) from None
+        half = len(requests) // 2
+        return self.generate_batch(requests[:half]) + self.generate_batch(requests[half:])
+
+    def _release_memory(self) -> None:
+        import gc
+
+        import torch
+
+        gc.collect()
+        if str(self.device).startswith("cuda"):
+            torch.cuda.empty_cache()
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
         import torch
 
         self.load()
