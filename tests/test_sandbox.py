@@ -9,6 +9,7 @@ import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.isolation import isolation_mode
 
 ADD = FunctionalSuite(
     entry_point="add",
@@ -70,7 +71,7 @@ def test_wrong_answer_names_the_failing_input():
 def test_hostile_and_broken_programs_get_the_right_verdict(code, verdict):
     result = judge(code)
     if verdict is None:  # its parent is out of reach: the harness lives, the output is judged
-        assert result.verdict in (Verdict.passed, Verdict.runtime_error)
+        assert result.verdict in (Verdict.passed, Verdict.runtime_error, Verdict.sandbox_violation)
     else:
         assert result.verdict is verdict, result.first_failure
 
@@ -146,6 +147,30 @@ def test_files_outside_the_sandbox_and_network_are_out_of_reach(tmp_path):
     result = judge(code)
     assert victim.read_text() == "keep me"
     assert result.verdict is Verdict.passed  # the connection failed, so it returned a + b
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "os.remove(os.__file__)",  # the standard library, bound read-only
+        "open('/usr/lib/corebench-was-here', 'w')",
+        "socket.create_connection(('127.0.0.1', 22), timeout=1)",
+        "socket.create_connection(('pypi.org', 443), timeout=1)",
+        "os.kill(1, 9)",
+    ],
+)
+@pytest.mark.skipif(
+    isolation_mode() != "bwrap", reason="only bubblewrap blocks these; never try them unconfined"
+)
+def test_an_escape_the_sandbox_blocks_is_a_sandbox_violation(escape):
+    code = f"import os, socket\ndef add(a, b):\n    {escape}\n    return a + b\n"
+    result = judge(code)
+    assert result.verdict is Verdict.sandbox_violation, result.first_failure
+
+
+def test_an_exception_of_the_program_itself_stays_a_runtime_error():
+    result = judge("def add(a, b):\n    raise OSError('disk full, says the program')\n")
+    assert result.verdict is Verdict.runtime_error
 
 
 def test_installed_packages_are_importable_by_solutions():

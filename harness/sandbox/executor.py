@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import reprlib
 import sys
 from collections.abc import Callable
@@ -76,7 +77,19 @@ def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
     return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
 
-def _status_verdict(status: str) -> Verdict:
+# Errors that only a program reaching past the sandbox gets: writing outside its directory,
+# read-only system folders, signals to processes it does not own, the network.
+_VIOLATION = re.compile(
+    r"^(PermissionError|ConnectionRefusedError|gaierror)\b"
+    r"|\[Errno (1|13|30|101)\] (Operation not permitted|Permission denied|Read-only file system"
+    r"|Network is unreachable)"
+)
+
+
+def _status_verdict(status: str, error: str | None = None) -> Verdict:
+    """The verdict for a child's status (and error text: a blocked escape is a violation)."""
+    if status == "error" and error and _VIOLATION.search(error):
+        return Verdict.sandbox_violation
     return {
         "timeout": Verdict.timeout,
         "memory": Verdict.memory_exceeded,
@@ -325,7 +338,7 @@ class Executor:
             if load is None:
                 verdict, detail = death_verdict(report)
             else:
-                verdict = _status_verdict(load["status"])
+                verdict = _status_verdict(load["status"], load.get("error"))
                 detail = load.get("error") or load["status"]
             return [
                 TestOutcome(suite="examples", index=i, verdict=verdict, detail=detail)
@@ -340,7 +353,7 @@ class Executor:
             elif event.get("status") == "timeout":
                 verdict, detail = Verdict.timeout, f"no result within {EXAMPLE_TIME_LIMIT_S} s"
             elif event.get("status") != "ok":
-                verdict = _status_verdict(event.get("status", ""))
+                verdict = _status_verdict(event.get("status", ""), event.get("error"))
                 detail = event.get("error") or event.get("status")
             else:
                 try:
@@ -394,7 +407,7 @@ class Executor:
                 verdict, detail = death_verdict(report)
             else:
                 verdict, detail = (
-                    _status_verdict(load["status"]),
+                    _status_verdict(load["status"], load.get("error")),
                     load.get("error") or load["status"],
                 )
             result.verdict, result.first_failure = verdict, f"while loading: {detail}"
@@ -423,7 +436,7 @@ class Executor:
                 peak_memory_bytes=int(event.get("peak_kb", 0)) * 1024,
             )
             if event.get("status") != "ok":
-                outcome.verdict = _status_verdict(event.get("status", ""))
+                outcome.verdict = _status_verdict(event.get("status", ""), event.get("error"))
                 outcome.detail = event.get("error") or event.get("status")
             else:
                 output, matched = checked.get(index) or self._check(

@@ -63,14 +63,45 @@ def isolation_mode() -> str:
             f"{ENV_ISOLATION}=bwrap but bubblewrap is not usable here (install the `bubblewrap` package)"
         )
     if not usable:
+        as_root = (
+            " and AS ROOT (`nobody` cannot read this Python installation), with write access to "
+            "the whole file system"
+            if not drop_to_nobody("rlimits")
+            else ""
+        )
         warnings.warn(
             "bubblewrap is not available: solutions run with resource limits only, without "
-            "filesystem and network isolation (install the `bubblewrap` package)",
+            f"filesystem and network isolation{as_root} (install the `bubblewrap` package)",
             IsolationWarning,
             stacklevel=2,
         )
         return "rlimits"
     return "bwrap"
+
+
+@functools.cache
+def nobody_can_run_python() -> bool:
+    """Whether `nobody` can traverse to and read the interpreter's library, site-packages and the
+    child program (then a root harness drops its children to `nobody` even without bubblewrap)."""
+    import stat
+
+    folders = [sysconfig.get_paths()["stdlib"], *site_packages(), str(Path(__file__).parent)]
+    for folder in folders:
+        path = Path(os.path.realpath(folder))
+        for part in [path, *path.parents]:
+            try:
+                mode = os.stat(part).st_mode
+            except OSError:
+                return False
+            if not mode & stat.S_IXOTH or (part == path and not mode & stat.S_IROTH):
+                return False
+    return True
+
+
+def drop_to_nobody(mode: str) -> bool:
+    """A root harness runs solutions as `nobody`: always inside bubblewrap, and without it when
+    `nobody` can still run the interpreter."""
+    return os.geteuid() == 0 and (mode == "bwrap" or nobody_can_run_python())
 
 
 def _readonly_roots() -> list[str]:

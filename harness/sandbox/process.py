@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, MAX_PROCESSES, MAX_RESULT_BYTES
-from .isolation import NOBODY, child_command, minimal_env, site_packages
+from .isolation import NOBODY, child_command, drop_to_nobody, minimal_env, site_packages
 
 
 @dataclass
@@ -120,9 +120,10 @@ def run_child(
     )
     job = {
         **job,
-        # Root is exempt from RLIMIT_NPROC: inside bubblewrap the child drops to `nobody` before
-        # running the solution, so the kernel bounds its processes and it can signal nothing of ours.
-        "drop_privileges": NOBODY if mode == "bwrap" and os.geteuid() == 0 else None,
+        # Root is exempt from RLIMIT_NPROC and may write anywhere: the child drops to `nobody`
+        # before running the solution, so the kernel bounds its processes and it can signal nothing
+        # of ours (inside bubblewrap always; without it when `nobody` can run the interpreter).
+        "drop_privileges": NOBODY if drop_to_nobody(mode) else None,
         "sys_path": site_packages(),
         "limits": {
             "memory": memory_bytes,
