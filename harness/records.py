@@ -117,12 +117,13 @@ class Efficiency(Record):
     (median over repeats after a warm-up), next to the reference solution measured the same way."""
 
     repeats: int
-    runtime_s: float  # sum over tests of the median wall time
-    cpu_s: float
+    runtime_s: float  # sum over tests of the median wall time per call
+    cpu_s: float  # sum over tests of the median CPU time per call (the solution's thread)
     peak_memory_bytes: int
     reference_runtime_s: float
     reference_peak_memory_bytes: int
-    runtime_ratio: float  # runtime_s / reference_runtime_s (EffiBench's NET for one task)
+    runtime_ratio: float  # cpu_s / reference_cpu_s (EffiBench's NET for one task)
+    reference_cpu_s: float | None = None  # None in runs stored before CPU ratios
     memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)
 
 

@@ -269,7 +269,7 @@ class Executor:
             self._reference_efficiency[key] = self._totals(
                 await self._timed(suite.reference_code, suite, repeats)
             )
-        ref_wall, _, ref_peak = self._reference_efficiency[key]
+        ref_wall, ref_cpu, ref_peak = self._reference_efficiency[key]
         wall, cpu, peak = self._totals(await self._timed(code, suite, repeats))
         return Efficiency(
             repeats=repeats,
@@ -277,8 +277,10 @@ class Executor:
             cpu_s=cpu,
             peak_memory_bytes=peak,
             reference_runtime_s=ref_wall,
+            reference_cpu_s=ref_cpu,
             reference_peak_memory_bytes=ref_peak,
-            runtime_ratio=wall / ref_wall if ref_wall > 0 else float("nan"),
+            # CPU time: unlike wall time, it does not grow while a loaded machine runs others
+            runtime_ratio=cpu / ref_cpu if ref_cpu > 0 else float("nan"),
             memory_ratio=max(peak, MEMORY_FLOOR_BYTES) / max(ref_peak, MEMORY_FLOOR_BYTES),
         )
 
