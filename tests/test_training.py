@@ -9,6 +9,7 @@ import pytest
 
 from corebench.harness import RunConfig
 from corebench.harness.errors import CorebenchError, UnknownNameError
+from corebench.harness.extract import extract_code
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 from corebench.training.cli import model_spec, train
@@ -123,7 +124,16 @@ EVALUATED_WITH = {
 
 @pytest.mark.model
 @pytest.mark.parametrize("method", ["grpo", "pta", "magrpo", "corecode", "sft"])
-def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir):
+def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monkeypatch):
+    seen: list[str] = []  # what the MAGRPO reward is given to judge
+    if method == "magrpo":
+        import corebench.training.magrpo as magrpo
+
+        def recording(text, entry_point, **kwargs):
+            seen.append(text)
+            return extract_code(text, entry_point, **kwargs)
+
+        monkeypatch.setattr(magrpo, "extract_code", recording)
     settings = load_settings(
         method,
         None,
@@ -134,6 +144,8 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir):
         ],
     )
     checkpoints = train(settings)
+    if method == "magrpo":  # comlrl once cut every completion to '' (pad token inside the prompt)
+        assert seen and any(text.strip() for text in seen)
     roles = {
         "magrpo": ["helper", "main"],
         "corecode": ["planner", "coder"],

@@ -15,7 +15,7 @@ from corebench.plugins.systems.helper_main import combine, helper_prompt, main_p
 
 from .data import load_train_data
 from .manifest import write_manifest
-from .models import local_checkpoint
+from .models import local_checkpoint, pad_outside_prompts
 from .rewards import RewardLog, pair_reward, run_tests
 from .settings import TrainSettings
 
@@ -33,14 +33,14 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     out = Path(settings.out)
     tasks = data.tasks
     tokenizer = AutoTokenizer.from_pretrained(base)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
 
     def chat(text: str) -> str:
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
         )
+
+    replaced_pad = pad_outside_prompts(tokenizer, chat(main_prompt(tasks[0].task)))
 
     # comlrl takes one dataset item per step; cycle through the tasks for `steps` steps
     items = [{"idx": step % len(tasks)} for step in range(settings.steps)]
@@ -86,6 +86,8 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     trainer.train()
     raw = out / "trainer"
     trainer.save_model(str(raw))
+    if replaced_pad is not None:
+        tokenizer.pad_token = replaced_pad  # checkpoints keep the base model's tokenizer
     checkpoints = {}
     for index, role in enumerate(ROLES):
         final = out / role

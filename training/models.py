@@ -54,3 +54,28 @@ class FrozenModel:
 
     def close(self) -> None:
         self.backend.close()
+
+
+def pad_outside_prompts(tokenizer, prompt: str) -> str | None:
+    """Make the pad token one that never occurs in a prompt; returns the pad token it replaced.
+
+    comlrl finds where a prompt ends by the first pad token in it. SmolLM2 pads with
+    ``<|im_end|>``, which also closes the chat template's system turn, so every completion came
+    back empty (and every reward 0). A special token the prompt does not contain (``unk``, e.g.
+    ``<|endoftext|>``) is used instead; generation still stops at the model's own EOS.
+    """
+    old = tokenizer.pad_token
+    if old is None:
+        tokenizer.pad_token = old = tokenizer.eos_token
+    ids = set(tokenizer(prompt, add_special_tokens=False).input_ids)
+    if tokenizer.pad_token_id not in ids:
+        return None
+    for token in [tokenizer.unk_token, *tokenizer.all_special_tokens]:
+        token_id = tokenizer.convert_tokens_to_ids(token) if token else None
+        if token_id is not None and token_id not in ids and token_id != tokenizer.eos_token_id:
+            tokenizer.pad_token = token
+            return old
+    raise CorebenchError(
+        f"every special token of this tokenizer occurs in the chat prompt; MAGRPO needs a pad "
+        f"token outside it (comlrl ends a prompt at its first pad): {tokenizer.all_special_tokens}"
+    )
