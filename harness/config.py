@@ -65,6 +65,9 @@ BATCH_SETTLE_TICKS = 8  # event-loop turns to wait for more requests before a ba
 TIME_LIMIT_FACTOR = 4.0  # per-test limit = max(floor, factor x reference CPU time), as EvalPlus
 MIN_TIME_LIMIT_S = 1.0  # per-test floor
 DEFAULT_TEST_TIME_LIMIT_S = 6.0  # per test when a suite has no reference to time (LiveCodeBench's)
+REFERENCE_CPU_LIMIT_S = 60.0  # per call of a reference solution
+REFERENCE_TIMING_WARMUP = 1  # untimed reference calls per test before the timed ones (time limits)
+REFERENCE_TIMING_REPEATS = 3  # timed reference calls per test; the median sets the time limit
 STDIO_FLOAT_TOLERANCE = 1e-6  # stdin/stdout checkers: numbers this close (abs or rel) are equal
 WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start-up allowance
 EXAMPLE_TIME_LIMIT_S = 2.0  # CPU seconds per visible example a debugging agent runs

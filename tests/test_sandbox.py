@@ -203,6 +203,25 @@ def test_efficiency_is_measured_against_the_reference():
     assert measured.peak_memory_bytes >= 0 and measured.memory_ratio > 0
 
 
+def test_reference_times_for_time_limits_come_after_a_warm_up_call():
+    # the first call fills a cache (about 0.1 s of CPU); later calls take microseconds
+    suite = FunctionalSuite(
+        entry_point="lookup",
+        reference_code=(
+            "_table = {}\n"
+            "def lookup(n):\n"
+            "    if not _table:\n"
+            "        _table.update((i, i * i) for i in range(1_000_000))\n"
+            "    return _table[n]\n"
+        ),
+        inputs={"base": [[3], [4]]},
+        fingerprint=f"test-warm-{os.getpid()}",
+    )
+    reference = asyncio.run(Executor(workers=1).reference("t/lookup", suite))
+    assert reference.outputs["base"] == [9, 16]
+    assert all(cpu is not None and cpu < 0.01 for cpu in reference.cpu_s["base"]), reference.cpu_s
+
+
 def test_fast_tests_are_repeated_within_a_timed_sample_and_slow_ones_are_not():
     executor = Executor(workers=1)
     suite = FunctionalSuite(
