@@ -68,6 +68,7 @@ DEFAULT_TEST_TIME_LIMIT_S = 6.0  # per test when a suite has no reference to tim
 REFERENCE_CPU_LIMIT_S = 60.0  # per call of a reference solution
 REFERENCE_TIMING_WARMUP = 1  # untimed reference calls per test before the timed ones (time limits)
 REFERENCE_TIMING_REPEATS = 3  # timed reference calls per test; the median sets the time limit
+REFERENCE_TIMING_BUDGET_S = 1.0  # a test stops repeating once its timed calls used this much CPU
 STDIO_FLOAT_TOLERANCE = 1e-6  # stdin/stdout checkers: numbers this close (abs or rel) are equal
 WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start-up allowance
 EXAMPLE_TIME_LIMIT_S = 2.0  # CPU seconds per visible example a debugging agent runs

@@ -9,6 +9,8 @@ import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.executor import child_job
+from corebench.harness.sandbox.executor import test_spec as spec_of
 from corebench.harness.sandbox.isolation import isolation_mode
 
 ADD = FunctionalSuite(
@@ -220,6 +222,21 @@ def test_reference_times_for_time_limits_come_after_a_warm_up_call():
     reference = asyncio.run(Executor(workers=1).reference("t/lookup", suite))
     assert reference.outputs["base"] == [9, 16]
     assert all(cpu is not None and cpu < 0.01 for cpu in reference.cpu_s["base"]), reference.cpu_s
+
+
+def test_a_slow_reference_test_stops_repeating_once_it_used_its_cpu_budget():
+    executor = Executor(workers=1)
+    suite = FunctionalSuite(
+        entry_point="work",
+        reference_code="def work(n):\n    return sum(range(n))\n",
+        inputs={"base": [[10], [5_000_000]]},  # microseconds; about 0.1 s of CPU
+    )
+    tests = [spec_of(suite, args, 60.0) for args in suite.inputs["base"]]
+    job = child_job(suite, suite.reference_code, tests, warmup=1, repeats=3, repeat_budget_s=0.02)
+    report = asyncio.run(executor.run(job, deadline_s=60))
+    fast, slow = report.tests()[0], report.tests()[1]
+    assert len(fast["walls"]) == 3 and len(slow["walls"]) == 1, (fast, slow)
+    assert slow["status"] == "ok", slow
 
 
 def test_fast_tests_are_repeated_within_a_timed_sample_and_slow_ones_are_not():

@@ -399,6 +399,9 @@ def main() -> None:
     # Efficiency phase: a timed sample repeats a fast test until it lasts min_sample_s (as timeit's
     # autorange), so microsecond tests are not measured at the timer's and scheduler's noise level.
     min_sample = float(job.get("min_sample_s", 0.0))
+    # Reference timing: a slow test stops repeating once its timed calls used this much CPU time;
+    # the timer's relative noise is already small there, and the repeats would dominate the cost.
+    budget = float(job.get("repeat_budget_s", math.inf))
 
     def fresh_input(test: dict):
         """A test's input, decoded anew for every call: solutions may mutate their arguments."""
@@ -439,6 +442,9 @@ def main() -> None:
             if call >= warmup:
                 walls.append(wall)
                 cpus.append(cpu)
+                if sum(cpus) * loops >= budget:
+                    del result, batch
+                    break
             elif call == warmup - 1 and 0 < wall < min_sample:
                 loops = min(MAX_LOOPS, math.ceil(min_sample / wall))
             del result, batch

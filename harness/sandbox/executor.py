@@ -23,6 +23,7 @@ from ..config import (
     MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
     REFERENCE_CPU_LIMIT_S,
+    REFERENCE_TIMING_BUDGET_S,
     REFERENCE_TIMING_REPEATS,
     REFERENCE_TIMING_WARMUP,
     STARTUP_ALLOWANCE_S,
@@ -210,6 +211,7 @@ class Executor:
             stop_on_error=False,
             warmup=REFERENCE_TIMING_WARMUP,  # a first call pays for lazy imports and caches
             repeats=REFERENCE_TIMING_REPEATS,
+            repeat_budget_s=REFERENCE_TIMING_BUDGET_S,  # slow tests: fewer timed calls
         )
         calls = REFERENCE_TIMING_WARMUP + REFERENCE_TIMING_REPEATS
         report = await self.run(job, deadline_s=REFERENCE_CPU_LIMIT_S * max(1, len(flat)) * calls)
