@@ -84,6 +84,7 @@ ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto | bwrap | rlimits
 # --- efficiency phase (passing solutions only, one at a time) -----------------------------------
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts
 EFFICIENCY_WARMUP = 1  # untimed calls per test before them
+EFFICIENCY_REPEATS_TRAINING = 3  # timed calls per test for training's efficiency rewards
 EFFICIENCY_MIN_SAMPLE_S = 0.002  # a timed sample repeats a fast test until it lasts this long
 MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
 

@@ -16,7 +16,13 @@ from corebench.training.cli import model_spec, train
 from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
 from corebench.training.plans import template_plan
-from corebench.training.rewards import RewardLog, execution_reward, pair_reward, run_tests
+from corebench.training.rewards import (
+    RewardLog,
+    efficiency,
+    execution_reward,
+    pair_reward,
+    run_tests,
+)
 from corebench.training.settings import load_settings
 
 TESTS = ["assert double(2) == 4", "assert double(0) == 0", "assert double(-3) == -6"]
@@ -88,6 +94,50 @@ def test_rewards_come_from_the_sandbox(tmp_path):
         {"step": 1, "reward": 0.5},
         {"step": 2, "reward": 0.5},
     ]
+
+
+def test_corecode_efficiency_terms_measure_against_the_reference():
+    from corebench.harness import Task
+    from corebench.training.corecode import planner_reward
+    from corebench.training.grpo import code_reward
+    from corebench.training.rewards import memory_score, speed_score
+
+    tests = ["assert total(300000) == 44999850000", "assert total(10) == 45"]
+    reference = "def total(n):\n    return n * (n - 1) // 2\n"
+    loop = "def total(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return s\n"
+    hungry = "def total(n):\n    return sum(list(range(n)))\n"  # a 300k-element list
+    wrong = "def total(n):\n    return n\n"
+    codes = [reference, loop, hungry, wrong]
+    runs = run_tests([(c, tests) for c in codes])
+    measured = efficiency([(c, tests, reference) for c in codes], runs)
+    assert measured[3] is None and all(m is not None for m in measured[:3])
+    speed = [speed_score(m) for m in measured]
+    memory = [memory_score(m) for m in measured]
+    assert speed[0] > 0.6 and speed[1] < 0.2 and speed[3] == 0.0, speed
+    assert memory[0] > 0.6 and memory[1] > 0.6 and memory[2] < 0.2 and memory[3] == 0.0, memory
+
+    # the coder's reward adds the memory term; the planner's, the speed of the coder's code
+    task = TrainTask(Task(task_id="t/1", benchmark="t", prompt="sum below n", entry_point="total"),
+                     tests, reference)  # fmt: skip
+    settings = load_settings("corecode", None, ["efficiency_weight=0.2"])
+    rows = [{"task": task}] * 4
+    answers = [f"```python\n{c}```" for c in codes]
+    coder = code_reward(settings, memory_score)(answers, rows)
+    # (each call measures anew: equal within the measurements' noise)
+    assert coder == pytest.approx([0.7 + 0.2 * m for m in memory[:3]] + [0.5], abs=0.05)
+    assert coder[1] > coder[2] + 0.1  # same tests passed, a fraction of the memory
+
+    class Echo:  # a "coder" that writes back the plan it is given: the plan is the code
+        def answer(self, prompts):
+            return [next(a for a in answers if a in p) for p in prompts]
+
+    planner = planner_reward(settings, Echo())(answers, rows)
+    expected = [1 + 0.2 * s for s in speed[:3]] + [0.0]
+    assert planner == pytest.approx(expected, abs=0.05)
+    assert planner[0] > planner[1] + 0.1
+    off = load_settings("corecode", None, ["efficiency_weight=0"])
+    assert code_reward(off, memory_score)(answers, rows) == pytest.approx([0.7, 0.7, 0.7, 0.5])
+    assert planner_reward(off, Echo())(answers, rows) == pytest.approx([1, 1, 1, 0])
 
 
 def test_template_plan_follows_the_corecode_outline():

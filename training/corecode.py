@@ -1,13 +1,16 @@
 """CoRe-Code's collaboration-aware GRPO: the planner and the coder are trained in turn, each
 with the other frozen, and each rewarded by how well the pair does.
 
-- Planner phase: a plan's reward is the pass rate of the code the frozen coder writes from it.
+- Planner phase: a plan's reward is the pass rate of the code the frozen coder writes from it,
+  plus ``efficiency_weight`` × that code's speed score when it passes every test.
 - Coder phase: the frozen planner writes a plan per task (greedy); the coder's reward for its
-  code given that plan is +0.5 if it runs and +0.1 per passed test.
+  code given that plan is +0.5 if it runs and +0.1 per passed test, plus ``efficiency_weight`` ×
+  its memory score when it passes every test.
 
-CoRe-Code's efficiency terms (time complexity for the planner, memory for the coder) are not
-public as formulas; they are not in these rewards. Start from SFT checkpoints with
-``planner_model`` / ``coder_model``.
+CoRe-Code names these terms (time complexity for the planner, memory for the coder) without
+public formulas. Ours measure what the evaluation measures: CPU time and peak memory against the
+task's reference solution (``rewards.efficiency``), scored min(1, reference / program). Start
+from SFT checkpoints with ``planner_model`` / ``coder_model``.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from typing import Any
 from corebench.harness.extract import extract_code
 
 from .data import TrainTask, load_train_data
-from .grpo import RewardFn, code_reward, run_grpo
+from .grpo import RewardFn, code_reward, judge, run_grpo
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .plans import coder_prompt, planner_prompt
-from .rewards import run_tests
+from .rewards import memory_score, speed_score
 from .settings import TrainSettings
 
 
-def planner_reward(coder: FrozenModel) -> RewardFn:
+def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
+    term = speed_score if settings.efficiency_weight > 0 else None
+
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
         answers = coder.answer(
@@ -36,9 +41,9 @@ def planner_reward(coder: FrozenModel) -> RewardFn:
         codes = [
             extract_code(a, t.task.entry_point).code for a, t in zip(answers, tasks, strict=True)
         ]
+        runs, scores = judge(codes, tasks, term)
         return [
-            r.pass_rate
-            for r in run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+            r.pass_rate + settings.efficiency_weight * e for r, e in zip(runs, scores, strict=True)
         ]
 
     return reward
@@ -65,7 +70,7 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
             try:
                 rows = [{"prompt": planner_prompt(t), "task": t} for t in data.tasks]
                 done, curve, n = run_grpo(
-                    settings, model_path=planner, rows=rows, reward=planner_reward(frozen),
+                    settings, model_path=planner, rows=rows, reward=planner_reward(settings, frozen),
                     out=phase / "planner",
                 )  # fmt: skip
             finally:
@@ -86,7 +91,7 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
                 for t, p in zip(data.tasks, plans, strict=True)
             ]
             done, curve, n = run_grpo(
-                settings, model_path=coder, rows=rows, reward=code_reward(settings),
+                settings, model_path=coder, rows=rows, reward=code_reward(settings, memory_score),
                 out=phase / "coder",
             )  # fmt: skip
             curves["coder"] += curve

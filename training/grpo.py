@@ -14,15 +14,18 @@ from typing import Any
 
 from corebench.harness.extract import extract_code
 from corebench.harness.prompts import render
+from corebench.harness.records import Efficiency
 
 from .data import TrainData, TrainTask, load_train_data
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
-from .rewards import RewardLog, execution_reward, run_tests
+from .rewards import RewardLog, TestRun, efficiency, execution_reward, run_tests
 from .settings import TrainSettings
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
+# a measured program's efficiency score in [0, 1] (rewards.speed_score, rewards.memory_score)
+EfficiencyTerm = Callable[[Efficiency | None], float]
 
 
 def grpo_config(settings: TrainSettings, output_dir: Path):
@@ -153,16 +156,34 @@ def code_rows(data: TrainData, template: tuple[str, str]) -> list[dict[str, Any]
     ]
 
 
-def code_reward(settings: TrainSettings) -> RewardFn:
-    """+0.5 if the extracted program runs, +0.1 per passed test (up to ``tests_rewarded``)."""
+def judge(
+    codes: list[str], tasks: list[TrainTask], efficiency_term: EfficiencyTerm | None = None
+) -> tuple[list[TestRun], list[float]]:
+    """Each code's test run and, with ``efficiency_term``, its efficiency score (0 unless it
+    passes every test; measured against the task's reference)."""
+    runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+    if efficiency_term is None:
+        return runs, [0.0] * len(runs)
+    programs = [(c, t.tests, t.reference) for c, t in zip(codes, tasks, strict=True)]
+    return runs, [efficiency_term(m) for m in efficiency(programs, runs)]
+
+
+def code_reward(settings: TrainSettings, efficiency_term: EfficiencyTerm | None = None) -> RewardFn:
+    """+0.5 if the extracted program runs, +0.1 per passed test (up to ``tests_rewarded``); with
+    ``efficiency_term``, plus ``efficiency_weight`` × its score for a program passing every test."""
+    if settings.efficiency_weight <= 0:
+        efficiency_term = None
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
         codes = [
             extract_code(x, t.task.entry_point).code for x, t in zip(texts, tasks, strict=True)
         ]
-        runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
-        return [execution_reward(r, settings.tests_rewarded) for r in runs]
+        runs, scores = judge(codes, tasks, efficiency_term)
+        return [
+            execution_reward(r, settings.tests_rewarded) + settings.efficiency_weight * e
+            for r, e in zip(runs, scores, strict=True)
+        ]
 
     return reward
 

@@ -5,6 +5,9 @@
 - ``pair_reward`` (MAGRPO pairs): +0.2 if the combined program parses, +0.3 if it runs, +0.1 per
   passed test.
 - ``pass_rate``: the share of tests passed (CoRe-Code's coder and, through the coder, planner).
+- ``efficiency``: for programs that pass every test, CPU time and peak memory against the task's
+  reference solution, measured one program at a time as the evaluation's efficiency phase does;
+  ``speed_score`` and ``memory_score`` map them to [0, 1] (CoRe-Code's efficiency terms).
 """
 
 from __future__ import annotations
@@ -12,12 +15,18 @@ from __future__ import annotations
 import ast
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from corebench.harness.records import TestOutcome, Verdict
+from corebench.harness.config import EFFICIENCY_REPEATS_TRAINING
+from corebench.harness.errors import CorebenchError
+from corebench.harness.records import Efficiency, TestOutcome, Verdict
 from corebench.harness.sandbox import Executor
-from corebench.harness.testsuite import parse_example
+from corebench.harness.testsuite import FunctionalSuite, parse_example
+
+T = TypeVar("T")
 
 RAN = {Verdict.passed, Verdict.wrong_answer}
 
@@ -42,12 +51,22 @@ class TestRun:
         return self.passed / len(self.outcomes) if self.outcomes else 0.0
 
 
+def _in_own_loop(work: Callable[[Executor], Awaitable[T]]) -> T:
+    """Run ``work`` with a fresh executor; trainers may call rewards from inside a running event
+    loop, so ours runs in its own thread."""
+    box: dict[str, T] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("out", asyncio.run(work(Executor()))))
+    thread.start()
+    thread.join()
+    if "out" not in box:
+        raise CorebenchError("sandbox runs for the rewards failed (see the traceback above)")
+    return box["out"]
+
+
 def run_tests(programs: list[tuple[str, list[str]]]) -> list[TestRun]:
     """Run each (code, asserts) pair in the sandbox, in parallel; empty code runs nothing."""
 
-    async def all_runs() -> list[TestRun]:
-        executor = Executor()
-
+    async def all_runs(executor: Executor) -> list[TestRun]:
         async def one(code: str, tests: list[str]) -> TestRun:
             examples = [parse_example(t) for t in tests]
             if not code.strip():
@@ -56,12 +75,59 @@ def run_tests(programs: list[tuple[str, list[str]]]) -> list[TestRun]:
 
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 
-    # Trainers may call rewards from inside a running event loop: run ours in its own thread.
-    box: dict[str, list[TestRun]] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("runs", asyncio.run(all_runs())))
-    thread.start()
-    thread.join()
-    return box["runs"]
+    return _in_own_loop(all_runs)
+
+
+def assert_suite(tests: list[str], reference: str) -> FunctionalSuite:
+    """Asserts as a suite of expressions with their expected values, timed against ``reference``."""
+    examples = [parse_example(t) for t in tests]
+    return FunctionalSuite(
+        entry_point="",
+        reference_code=reference,
+        inputs={"tests": [[ex.expr] for ex in examples]},
+        expected={"tests": [ex.expected for ex in examples]},
+        mode="expr",
+        fingerprint="training-asserts",
+    )
+
+
+def efficiency(
+    programs: list[tuple[str, list[str], str]], runs: list[TestRun]
+) -> list[Efficiency | None]:
+    """Runtime and memory of each (code, asserts, reference) program that passed all its tests,
+    against its reference; one program at a time after the parallel correctness runs, so the
+    timings do not share the machine with other sandbox work. None for the others."""
+
+    async def measure_all(executor: Executor) -> list[Efficiency | None]:
+        out: list[Efficiency | None] = []
+        for (code, tests, reference), run in zip(programs, runs, strict=True):
+            measured = None
+            if tests and reference and run.passed == len(tests):
+                try:
+                    measured = await executor.measure(
+                        "training task",  # the reference code itself keys its timings
+                        code,
+                        assert_suite(tests, reference),
+                        EFFICIENCY_REPEATS_TRAINING,
+                    )
+                except CorebenchError:  # it failed when timed (e.g. a test that depends on luck)
+                    measured = None
+            out.append(measured)
+        return out
+
+    return _in_own_loop(measure_all)
+
+
+def speed_score(measured: Efficiency | None) -> float:
+    """1 when at least as fast as the reference (CPU time), falling as 1/ratio when slower."""
+    ratio = measured.runtime_ratio if measured else float("nan")
+    return min(1.0, 1.0 / ratio) if ratio == ratio and ratio > 0 else 0.0
+
+
+def memory_score(measured: Efficiency | None) -> float:
+    """1 when its peak memory is at most the reference's, falling as 1/ratio when above."""
+    ratio = measured.memory_ratio if measured else float("nan")
+    return min(1.0, 1.0 / ratio) if ratio == ratio and ratio > 0 else 0.0
 
 
 def parses(code: str) -> bool:

@@ -47,6 +47,7 @@ class TrainSettings:
     # rewards
     tests_rewarded: int = 5  # +0.1 per passed test, up to this many
     plan_weight: float = 0.5  # pta / corecode planner: weight of the plan's outcome term
+    efficiency_weight: float = 0.2  # corecode: speed (planner) and memory (coder) terms; 0 = off
     # corecode: alternate planner and coder phases, optionally from SFT checkpoints
     rounds: int = 1
     planner_model: str | None = None
