@@ -29,7 +29,8 @@ class Benchmark(ABC):
 
     @abstractmethod
     def test_suite(self, task_id: str) -> FunctionalSuite:
-        """The hidden tests of one task."""
+        """The hidden tests of one task, of any split (a ``train`` split's suites are what
+        ``corebench train`` rewards run)."""
 
     def dataset_info(self) -> dict[str, Any]:
         """Name, version, source and hash of the data, recorded in each run's metadata."""

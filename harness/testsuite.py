@@ -103,3 +103,25 @@ def _parses(source: str) -> bool:
     except SyntaxError:
         return False
     return True
+
+
+def assert_suite(
+    asserts: list[str],
+    reference_code: str = "",
+    *,
+    entry_point: str = "",
+    setup_code: str = "",
+    fingerprint: str = "",
+) -> FunctionalSuite:
+    """Assert statements as one ``base`` suite of expressions with the values they state
+    (see :class:`Example`); ``reference_code``, when given, sets the time limits."""
+    examples = [parse_example(a) for a in asserts]
+    return FunctionalSuite(
+        entry_point=entry_point,
+        reference_code=reference_code,
+        inputs={"base": [[ex.expr] for ex in examples]},
+        expected={"base": [ex.expected for ex in examples]},
+        mode="expr",
+        setup_code=setup_code,
+        fingerprint=fingerprint,
+    )

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from corebench.harness import RunConfig
+from corebench.harness import RunConfig, Task
 from corebench.harness.errors import CorebenchError, UnknownNameError
 from corebench.harness.extract import extract_code
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
+from corebench.harness.testsuite import assert_suite
 from corebench.training.cli import model_spec, train
 from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
@@ -26,6 +27,12 @@ from corebench.training.rewards import (
 from corebench.training.settings import load_settings
 
 TESTS = ["assert double(2) == 4", "assert double(0) == 0", "assert double(-3) == -6"]
+
+
+def train_task(entry_point: str, tests: list[str], reference: str = "") -> TrainTask:
+    """A training task judged by asserts, as MBPP's train tasks are."""
+    task = Task(task_id=f"t/{entry_point}", benchmark="t", prompt="-", entry_point=entry_point)
+    return TrainTask(task, assert_suite(tests, reference, entry_point=entry_point))
 
 
 def test_settings_from_toml_and_overrides(tmp_path):
@@ -82,8 +89,9 @@ def test_rewards_come_from_the_sandbox(tmp_path):
         "def double(x) return",
         "",
     ]
-    runs = run_tests([(p, TESTS) for p in programs])
+    runs = run_tests([(p, train_task("double", TESTS)) for p in programs])
     assert [r.passed for r in runs] == [3, 1, 0, 0, 0]
+    assert [r.pass_rate for r in runs] == pytest.approx([1, 1 / 3, 0, 0, 0])
     assert [execution_reward(r) for r in runs] == pytest.approx([0.8, 0.6, 0.0, 0.0, 0.0])
     assert [pair_reward(p, r) for p, r in zip(programs, runs, strict=True)] == pytest.approx(
         [0.8, 0.6, 0.2, 0.0, 0.0]
@@ -97,7 +105,6 @@ def test_rewards_come_from_the_sandbox(tmp_path):
 
 
 def test_corecode_efficiency_terms_measure_against_the_reference():
-    from corebench.harness import Task
     from corebench.training.corecode import planner_reward
     from corebench.training.grpo import code_reward
     from corebench.training.rewards import memory_score, speed_score
@@ -108,8 +115,9 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     hungry = "def total(n):\n    return sum(list(range(n)))\n"  # a 300k-element list
     wrong = "def total(n):\n    return n\n"
     codes = [reference, loop, hungry, wrong]
-    runs = run_tests([(c, tests) for c in codes])
-    measured = efficiency([(c, tests, reference) for c in codes], runs)
+    task = train_task("total", tests, reference)
+    runs = run_tests([(c, task) for c in codes])
+    measured = efficiency([(c, task) for c in codes], runs)
     assert measured[3] is None and all(m is not None for m in measured[:3])
     speed = [speed_score(m) for m in measured]
     memory = [memory_score(m) for m in measured]
@@ -117,8 +125,6 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     assert memory[0] > 0.6 and memory[1] > 0.6 and memory[2] < 0.2 and memory[3] == 0.0, memory
 
     # the coder's reward adds the memory term; the planner's, the speed of the coder's code
-    task = TrainTask(Task(task_id="t/1", benchmark="t", prompt="sum below n", entry_point="total"),
-                     tests, reference)  # fmt: skip
     settings = load_settings("corecode", None, ["efficiency_weight=0.2"])
     rows = [{"task": task}] * 4
     answers = [f"```python\n{c}```" for c in codes]
@@ -140,11 +146,41 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     assert planner_reward(off, Echo())(answers, rows) == pytest.approx([1, 1, 1, 0])
 
 
-def test_template_plan_follows_the_corecode_outline():
-    from corebench.harness import Task
+def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
+    from pathlib import Path
 
-    task = TrainTask(
-        Task(task_id="t/1", benchmark="t", prompt="sum evens", entry_point="sum_evens"),
+    from corebench.training.grpo import code_reward
+
+    fixtures = Path(__file__).parent / "fixtures" / "hf"
+    settings = load_settings(
+        "grpo",
+        None,
+        ["benchmark=apps", "eval_benchmarks=[]", f"data_dir={json.dumps(str(fixtures))}"],
+    )
+    data = load_train_data(settings)
+    # APPS numbers train and test problems alike: train ids name their split; a train problem
+    # that restates a test problem is found by the check against the benchmark's own test split
+    assert [t.task.task_id for t in data.tasks] == ["APPS/train/1", "APPS/train/2"]
+    assert [(o.train_id, o.eval_id, o.reason) for o in data.overlaps] == [
+        ("APPS/train/4001", "APPS/4001", "prompt")
+    ]
+    program, method = data.tasks
+    assert program.suite.mode == "stdio" and program.reference.startswith("print(max(")
+    rows = [{"task": program}] * 3 + [{"task": method}] * 2
+    answers = [
+        "```python\nprint(max(map(int, input().split())))\n```",
+        "```python\nprint(min(map(int, input().split())))\n```",  # right on no test
+        "```python\nimport sys\nxs = sys.stdin.read().split()\nprint(xs[1])\n```",  # one of two
+        "```python\nclass Solution:\n    def reverseIt(self, s):\n        return s[::-1]\n```",
+        "```python\nclass Solution:\n    def reverseIt(self, s):\n        return s\n```",
+    ]
+    off = load_settings("grpo", None, ["efficiency_weight=0"])
+    assert code_reward(off)(answers, rows) == pytest.approx([0.7, 0.5, 0.6, 0.7, 0.6])
+
+
+def test_template_plan_follows_the_corecode_outline():
+    task = train_task(
+        "sum_evens",
         [],
         "def sum_evens(xs):\n    total = 0\n    for x in xs:\n        if x % 2 == 0:\n"
         "            total += x\n    return total\n",

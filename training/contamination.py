@@ -8,6 +8,7 @@ is explicitly allowed, and the report is kept in the checkpoint manifest.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -53,7 +54,14 @@ def find_overlaps(
 ) -> list[Overlap]:
     evaluation = list(evaluation)
     eval_ids = {e.task_id for e in evaluation}
-    indexed = [(e.task_id, ngrams(_description(e.prompt)), ngrams(e.solution)) for e in evaluation]
+    order = {e.task_id: i for i, e in enumerate(evaluation)}  # ties: the first, as before
+    # inverted indexes, n-gram -> evaluation tasks holding it: one pass over a training task's
+    # n-grams counts what it shares with every evaluation task (thousands of tasks stay fast)
+    index: dict[str, dict[tuple[str, ...], list[str]]] = {"prompt": {}, "solution": {}}
+    for e in evaluation:
+        for kind, text in (("prompt", _description(e.prompt)), ("solution", e.solution)):
+            for gram in ngrams(text):
+                index[kind].setdefault(gram, []).append(e.task_id)
     found = []
     for item in train:
         if item.task_id in eval_ids:
@@ -65,12 +73,13 @@ def find_overlaps(
         ):
             if not grams:
                 continue
-            best_id, best = "", 0.0
-            for eval_id, prompt_grams, solution_grams in indexed:
-                other = prompt_grams if kind == "prompt" else solution_grams
-                share = len(grams & other) / len(grams)
-                if share > best:
-                    best_id, best = eval_id, share
+            shared = Counter(
+                eval_id for gram in grams for eval_id in dict.fromkeys(index[kind].get(gram, ()))
+            )
+            if not shared:
+                continue
+            best_id, count = max(shared.items(), key=lambda kv: (kv[1], -order[kv[0]]))
+            best = count / len(grams)
             if best >= threshold:
                 found.append(Overlap(item.task_id, best_id, kind, round(best, 3)))
                 break

@@ -19,8 +19,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from corebench.harness.extract import extract_code
-
 from .data import TrainTask, load_train_data
 from .grpo import RewardFn, code_reward, judge, run_grpo
 from .manifest import write_manifest
@@ -38,9 +36,7 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
         answers = coder.answer(
             [coder_prompt(t, p.strip()) for t, p in zip(tasks, texts, strict=True)]
         )
-        codes = [
-            extract_code(a, t.task.entry_point).code for a, t in zip(answers, tasks, strict=True)
-        ]
+        codes = [t.code_from(a) for a, t in zip(answers, tasks, strict=True)]
         runs, scores = judge(codes, tasks, term)
         return [
             r.pass_rate + settings.efficiency_weight * e for r, e in zip(runs, scores, strict=True)

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corebench.harness.errors import CorebenchError
+from corebench.harness.extract import extract_code
 from corebench.harness.records import Task
 from corebench.harness.registry import Plugins, default_plugins
+from corebench.harness.testsuite import FunctionalSuite
 
 from .contamination import Overlap, Text, check
 from .settings import TrainSettings
@@ -16,8 +18,17 @@ from .settings import TrainSettings
 @dataclass(frozen=True)
 class TrainTask:
     task: Task  # what the policy sees
-    tests: list[str]  # assert statements the rewards run in the sandbox
-    reference: str  # a reference solution (SFT targets, template plans)
+    suite: FunctionalSuite  # what the rewards run in the sandbox (the benchmark's test_suite)
+
+    @property
+    def reference(self) -> str:
+        """A reference solution (SFT targets, template plans, efficiency terms); may be ''."""
+        return self.suite.reference_code
+
+    def code_from(self, text: str) -> str:
+        """The program in a completion: the entry function, or a whole stdin/stdout program."""
+        entry = self.task.entry_point
+        return extract_code(text, entry, program=self.suite.mode == "stdio").code
 
 
 @dataclass
@@ -30,15 +41,18 @@ class TrainData:
 def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> TrainData:
     plugins = plugins or default_plugins()
     data_dir = Path(settings.data_dir) if settings.data_dir else None
-    benchmark = plugins.benchmarks.get(settings.benchmark).component(data_dir)
-    if "train" not in benchmark.splits or not hasattr(benchmark, "train_tests"):
-        raise CorebenchError(f"benchmark {settings.benchmark!r} has no train split")
-    train = []
-    for task in benchmark.tasks("train"):
-        tests, reference = benchmark.train_tests(task.task_id)
-        train.append(TrainTask(task, tests, reference))
+    benchmark = plugins.benchmarks.get(settings.benchmark).component(
+        data_dir, **settings.benchmark_options
+    )
+    if "train" not in benchmark.splits:
+        raise CorebenchError(
+            f"benchmark {settings.benchmark!r} has no train split (splits: "
+            f"{', '.join(benchmark.splits)})"
+        )
+    train = [TrainTask(t, benchmark.test_suite(t.task_id)) for t in benchmark.tasks("train")]
     evaluation = []
-    for name in settings.eval_benchmarks:
+    # every evaluation benchmark's test tasks, the training benchmark's own included
+    for name in dict.fromkeys([*settings.eval_benchmarks, settings.benchmark]):
         evaluated = plugins.benchmarks.get(name).component(data_dir)
         evaluation += [
             Text(t.task_id, t.prompt, evaluated.test_suite(t.task_id).reference_code)

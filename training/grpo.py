@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corebench.harness.extract import extract_code
 from corebench.harness.prompts import render
 from corebench.harness.records import Efficiency
 
@@ -161,10 +160,10 @@ def judge(
 ) -> tuple[list[TestRun], list[float]]:
     """Each code's test run and, with ``efficiency_term``, its efficiency score (0 unless it
     passes every test; measured against the task's reference)."""
-    runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+    programs = list(zip(codes, tasks, strict=True))
+    runs = run_tests(programs)
     if efficiency_term is None:
         return runs, [0.0] * len(runs)
-    programs = [(c, t.tests, t.reference) for c, t in zip(codes, tasks, strict=True)]
     return runs, [efficiency_term(m) for m in efficiency(programs, runs)]
 
 
@@ -176,9 +175,7 @@ def code_reward(settings: TrainSettings, efficiency_term: EfficiencyTerm | None 
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
-        codes = [
-            extract_code(x, t.task.entry_point).code for x, t in zip(texts, tasks, strict=True)
-        ]
+        codes = [t.code_from(x) for x, t in zip(texts, tasks, strict=True)]
         runs, scores = judge(codes, tasks, efficiency_term)
         return [
             execution_reward(r, settings.tests_rewarded) + settings.efficiency_weight * e
@@ -210,11 +207,8 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
             )
             for x, t in zip(texts, tasks, strict=True)
         ]
-        codes = [
-            extract_code(a, t.task.entry_point).code
-            for a, t in zip(coder.answer(prompts), tasks, strict=True)
-        ]
-        plan_runs = run_tests([(c, t.tests) for c, t in zip(codes, tasks, strict=True)])
+        codes = [t.code_from(a) for a, t in zip(coder.answer(prompts), tasks, strict=True)]
+        plan_runs, _ = judge(codes, tasks)
         return [
             r + settings.plan_weight * p.pass_rate
             for r, p in zip(act(texts, rows), plan_runs, strict=True)

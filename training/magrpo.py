@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import extract_code
 from corebench.plugins.systems.helper_main import combine, helper_prompt, main_prompt
 
@@ -31,7 +32,12 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     data = load_train_data(settings)
     base = local_checkpoint(settings.model)
     out = Path(settings.out)
-    tasks = data.tasks
+    tasks = [t for t in data.tasks if t.task.entry_point]  # the pair writes functions
+    if not tasks:
+        raise CorebenchError(
+            f"magrpo trains a helper and a main function; {data.source} has only "
+            "stdin/stdout programs (use grpo, pta, corecode or sft)"
+        )
     tokenizer = AutoTokenizer.from_pretrained(base)
     tokenizer.padding_side = "left"
 
@@ -53,10 +59,13 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         values = []
         for helper_text, main_text in zip(helper, main, strict=True):
             helper_code = extract_code(helper_text, None).code
-            main_code = extract_code(main_text, task.task.entry_point).code
+            main_code = task.code_from(main_text)
             values.append(combine(helper_code, main_code) if main_code.strip() else "")
-        runs = run_tests([(code, task.tests) for code in values])
-        rewards = [pair_reward(code, run) for code, run in zip(values, runs, strict=True)]
+        runs = run_tests([(code, task) for code in values])
+        rewards = [
+            pair_reward(code, run, settings.tests_rewarded)
+            for code, run in zip(values, runs, strict=True)
+        ]
         log.add(rewards)
         return rewards
 

@@ -19,7 +19,9 @@ def data_fingerprint(data: TrainData) -> str:
     """sha256 over the training tasks as the policy and the rewards see them."""
     digest = hashlib.sha256()
     for item in data.tasks:
-        digest.update(json.dumps([item.task.task_id, item.task.prompt, item.tests]).encode())
+        suite = item.suite
+        seen = [item.task.task_id, item.task.prompt, suite.inputs, suite.expected]
+        digest.update(json.dumps(seen, default=str).encode())
     return digest.hexdigest()
 
 

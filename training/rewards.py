@@ -3,7 +3,7 @@
 - ``execution_reward`` (single-agent GRPO, as in the MAGRPO class study): +0.5 if the program runs,
   +0.1 per passed test, up to ``cap`` tests.
 - ``pair_reward`` (MAGRPO pairs): +0.2 if the combined program parses, +0.3 if it runs, +0.1 per
-  passed test.
+  passed test, up to ``cap`` tests.
 - ``pass_rate``: the share of tests passed (CoRe-Code's coder and, through the coder, planner).
 - ``efficiency``: for programs that pass every test, CPU time and peak memory against the task's
   reference solution, measured one program at a time as the evaluation's efficiency phase does;
@@ -24,22 +24,23 @@ from corebench.harness.config import EFFICIENCY_REPEATS_TRAINING
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import Efficiency, TestOutcome, Verdict
 from corebench.harness.sandbox import Executor
-from corebench.harness.testsuite import FunctionalSuite, parse_example
 
-T = TypeVar("T")
+from .data import TrainTask
 
 RAN = {Verdict.passed, Verdict.wrong_answer}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class TestRun:
     __test__ = False  # not a pytest class
 
-    outcomes: list[TestOutcome]
+    outcomes: list[TestOutcome]  # one per test that ran (none when the program did not load)
+    total: int  # tests in the suite
 
     @property
     def runs(self) -> bool:
-        """The program loaded and the function returned on at least one test."""
+        """The program loaded and gave an answer on at least one test."""
         return any(o.verdict in RAN for o in self.outcomes)
 
     @property
@@ -48,7 +49,7 @@ class TestRun:
 
     @property
     def pass_rate(self) -> float:
-        return self.passed / len(self.outcomes) if self.outcomes else 0.0
+        return self.passed / self.total if self.total else 0.0
 
 
 def _in_own_loop(work: Callable[[Executor], Awaitable[T]]) -> T:
@@ -63,54 +64,42 @@ def _in_own_loop(work: Callable[[Executor], Awaitable[T]]) -> T:
     return box["out"]
 
 
-def run_tests(programs: list[tuple[str, list[str]]]) -> list[TestRun]:
-    """Run each (code, asserts) pair in the sandbox, in parallel; empty code runs nothing."""
+def run_tests(programs: list[tuple[str, TrainTask]]) -> list[TestRun]:
+    """Run each program on every test of its task's suite, in parallel, judged exactly as in
+    evaluation (a test after a failing one still runs); empty code runs nothing."""
 
     async def all_runs(executor: Executor) -> list[TestRun]:
-        async def one(code: str, tests: list[str]) -> TestRun:
-            examples = [parse_example(t) for t in tests]
+        async def one(code: str, task: TrainTask) -> TestRun:
+            total = sum(map(len, task.suite.inputs.values()))
             if not code.strip():
-                return TestRun([])
-            return TestRun(await executor.run_examples(code, examples))
+                return TestRun([], total)
+            result = await executor.evaluate(
+                task.task.task_id, 0, code, task.suite, stop_on_failure=False
+            )
+            return TestRun(result.tests, total)
 
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 
     return _in_own_loop(all_runs)
 
 
-def assert_suite(tests: list[str], reference: str) -> FunctionalSuite:
-    """Asserts as a suite of expressions with their expected values, timed against ``reference``."""
-    examples = [parse_example(t) for t in tests]
-    return FunctionalSuite(
-        entry_point="",
-        reference_code=reference,
-        inputs={"tests": [[ex.expr] for ex in examples]},
-        expected={"tests": [ex.expected for ex in examples]},
-        mode="expr",
-        fingerprint="training-asserts",
-    )
-
-
 def efficiency(
-    programs: list[tuple[str, list[str], str]], runs: list[TestRun]
+    programs: list[tuple[str, TrainTask]], runs: list[TestRun]
 ) -> list[Efficiency | None]:
-    """Runtime and memory of each (code, asserts, reference) program that passed all its tests,
-    against its reference; one program at a time after the parallel correctness runs, so the
-    timings do not share the machine with other sandbox work. None for the others."""
+    """Runtime and memory, against the task's reference, of each program that passed every
+    test; one program at a time after the parallel correctness runs, so the timings do not share
+    the machine with other sandbox work. None for the others and for tasks without a reference."""
 
     async def measure_all(executor: Executor) -> list[Efficiency | None]:
         out: list[Efficiency | None] = []
-        for (code, tests, reference), run in zip(programs, runs, strict=True):
+        for (code, task), run in zip(programs, runs, strict=True):
             measured = None
-            if tests and reference and run.passed == len(tests):
+            if task.reference and run.total and run.passed == run.total:
                 try:
                     measured = await executor.measure(
-                        "training task",  # the reference code itself keys its timings
-                        code,
-                        assert_suite(tests, reference),
-                        EFFICIENCY_REPEATS_TRAINING,
+                        task.task.task_id, code, task.suite, EFFICIENCY_REPEATS_TRAINING
                     )
-                except CorebenchError:  # it failed when timed (e.g. a test that depends on luck)
+                except CorebenchError:  # it failed when timed (a test that depends on luck)
                     measured = None
             out.append(measured)
         return out
@@ -142,8 +131,8 @@ def execution_reward(run: TestRun, cap: int = 5) -> float:
     return (0.5 if run.runs else 0.0) + 0.1 * min(run.passed, cap)
 
 
-def pair_reward(code: str, run: TestRun) -> float:
-    return (0.2 if parses(code) else 0.0) + (0.3 if run.runs else 0.0) + 0.1 * run.passed
+def pair_reward(code: str, run: TestRun, cap: int = 5) -> float:
+    return (0.2 if parses(code) else 0.0) + (0.3 if run.runs else 0.0) + 0.1 * min(run.passed, cap)
 
 
 class RewardLog:

@@ -25,6 +25,7 @@ class TrainSettings:
     model: str = "embedded"  # a model spec, as for `corebench run --model`
     out: str = "checkpoints/run"
     benchmark: str = "mbpp"  # whose train split feeds training
+    benchmark_options: dict[str, Any] = field(default_factory=dict)  # as `corebench run -B`
     eval_benchmarks: list[str] = field(default_factory=lambda: ["mbpp", "humaneval"])
     data_dir: str | None = None
     tasks_limit: int | None = None  # first N training tasks (after the contamination check)

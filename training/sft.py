@@ -24,7 +24,7 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
     base = local_checkpoint(settings.model)
     out = Path(settings.out)
     plans = make_plans(data.tasks, settings.plan_source, settings.max_completion_length)
-    kept = [(t, p) for t, p in zip(data.tasks, plans, strict=True) if p]
+    kept = [(t, p) for t, p in zip(data.tasks, plans, strict=True) if p and t.reference]
     plan_set = Dataset.from_list(
         [
             {"task_id": t.task.task_id, "prompt": t.task.prompt, "plan": p, "code": t.reference}

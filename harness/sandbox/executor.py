@@ -301,7 +301,8 @@ class Executor:
         stop_on_failure: bool = True,
     ) -> ExecutionResult:
         """Run ``code`` on the hidden inputs and compare each output with the reference as it
-        arrives; by default the child is stopped at the first failing test (as EvalPlus does)."""
+        arrives; by default the child is stopped at the first failing test (as EvalPlus does);
+        ``stop_on_failure=False`` runs every test, after wrong answers and errors too."""
         reference = await self.reference(task_id, suite)
         plan = [
             (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
@@ -312,7 +313,7 @@ class Executor:
             code,
             [test_spec(suite, args, lim) for (_, _, args), lim in zip(plan, limits, strict=True)],
             load_cpu_limit=STARTUP_ALLOWANCE_S,
-            stop_on_error=True,
+            stop_on_error=stop_on_failure,
         )
         deadline = min(MAX_TOTAL_TIME_S, WALL_SLACK_FACTOR * sum(limits)) + STARTUP_ALLOWANCE_S
         checked: dict[int, tuple[Any, bool]] = {}

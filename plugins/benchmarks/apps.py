@@ -71,7 +71,10 @@ class Apps(ContestBenchmark):
                 comparator="stdio",
                 mode="stdio",
             )
-        task_id = f"APPS/{row['problem_id']}"
+        # train and test both number their problems from 0: train ids name their split
+        task_id = (
+            f"APPS/{row['problem_id']}" if split == "test" else f"APPS/{split}/{row['problem_id']}"
+        )
         return ContestProblem(
             Task(
                 task_id=task_id,

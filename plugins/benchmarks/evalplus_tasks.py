@@ -163,13 +163,16 @@ class MbppPlus(EvalPlusBenchmark):
             for p in self._train_problems().values()
         ]
 
-    def train_tests(self, task_id: str) -> tuple[list[str], str]:
-        """The asserts of a training task and its reference solution (for rewards and SFT)."""
-        try:
-            problem = self._train_problems()[task_id]
-        except KeyError:
-            raise UnknownNameError("mbpp train task", task_id, self._train_problems()) from None
-        return problem.tests, problem.code
+    def test_suite(self, task_id: str) -> FunctionalSuite:
+        """MBPP+'s suites; for a train task, its three original asserts (rewards, SFT targets)."""
+        if task_id not in self.problems:
+            try:
+                train = self._train_problems()
+            except DatasetMissingError:  # no original MBPP here: only MBPP+'s own ids exist
+                train = {}
+            if task_id in train:
+                return train[task_id].suite(f"mbpp-train:{self.fingerprint}")
+        return super().test_suite(task_id)
 
     def _train_problems(self) -> dict[str, MbppProblem]:
         if not hasattr(self, "_train"):

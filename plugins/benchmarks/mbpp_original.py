@@ -18,7 +18,7 @@ from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.config import ENV_DATA_DIR, offline
 from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
 from corebench.harness.metadata import file_fingerprint
-from corebench.harness.testsuite import parse_example
+from corebench.harness.testsuite import assert_suite
 
 FILE_NAME = "mbpp.jsonl.gz"
 HUB_ID = "google-research-datasets/mbpp"
@@ -32,6 +32,16 @@ class MbppProblem:
     code: str
     tests: list[str]
     setup: str
+
+    def suite(self, fingerprint: str) -> FunctionalSuite:
+        """All its asserts, judged as expressions against the values they state."""
+        return assert_suite(
+            self.tests,
+            self.code,
+            entry_point=self.entry_point or "",
+            setup_code=self.setup,
+            fingerprint=fingerprint,
+        )
 
     @property
     def split(self) -> str:
@@ -127,16 +137,7 @@ class MbppOriginal(Benchmark):
             problem = self.problems[task_id]
         except KeyError:
             raise UnknownNameError(f"{self.name} task", task_id, self.problems) from None
-        examples = [parse_example(test) for test in problem.tests]
-        return FunctionalSuite(
-            entry_point=problem.entry_point or "",
-            reference_code=problem.code,
-            inputs={"base": [[ex.expr] for ex in examples]},
-            expected={"base": [ex.expected for ex in examples]},
-            mode="expr",
-            setup_code=problem.setup,
-            fingerprint=self.fingerprint,
-        )
+        return problem.suite(self.fingerprint)
 
     @cached_property
     def fingerprint(self) -> str:
