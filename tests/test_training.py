@@ -258,6 +258,33 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
     assert len(list(store.samples())) == 1
 
 
+@pytest.mark.model
+def test_grpo_trains_on_apps_programs_and_the_checkpoint_runs_there(tmp_path):
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures" / "hf"
+    out = tmp_path / "ckpt"
+    settings = load_settings(
+        "grpo",
+        None,
+        [
+            *TINY,
+            "benchmark=apps",
+            "eval_benchmarks=[]",
+            f"out={json.dumps(str(out))}",
+            f"data_dir={json.dumps(str(fixtures))}",
+        ],
+    )
+    checkpoints = train(settings)
+    manifest = json.loads((checkpoints["model"] / "corebench_manifest.json").read_text())
+    assert manifest["data"]["source"] == "apps:train" and manifest["data"]["tasks"] == 2
+    assert len(manifest["reward_curve"]) == 2
+    config = RunConfig(benchmark="apps", system="direct", model=model_spec(checkpoints), limit=1,
+                       max_new_tokens=16)  # fmt: skip
+    Runner(config, tmp_path / "run", data_dir=fixtures, repeats=0).run()
+    assert len(list(Store(tmp_path / "run", create=False).samples())) == 1
+
+
 def test_scale_out_configs_validate_on_cpu(tmp_path):
     from accelerate.commands.config.config_args import load_config_from_file
 
