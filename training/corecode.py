@@ -29,18 +29,14 @@ from .settings import TrainSettings
 
 
 def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
-    term = speed_score if settings.efficiency_weight > 0 else None
-
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
         answers = coder.answer(
             [coder_prompt(t, p.strip()) for t, p in zip(tasks, texts, strict=True)]
         )
         codes = [t.code_from(a) for a, t in zip(answers, tasks, strict=True)]
-        runs, scores = judge(codes, tasks, term)
-        return [
-            r.pass_rate + settings.efficiency_weight * e for r, e in zip(runs, scores, strict=True)
-        ]
+        runs, bonus = judge(codes, tasks, speed_score, settings.efficiency_weight)
+        return [r.pass_rate + b for r, b in zip(runs, bonus, strict=True)]
 
     return reward
 

@@ -156,30 +156,32 @@ def code_rows(data: TrainData, template: tuple[str, str]) -> list[dict[str, Any]
 
 
 def judge(
-    codes: list[str], tasks: list[TrainTask], efficiency_term: EfficiencyTerm | None = None
+    codes: list[str],
+    tasks: list[TrainTask],
+    efficiency_term: EfficiencyTerm | None = None,
+    weight: float = 0.0,
 ) -> tuple[list[TestRun], list[float]]:
-    """Each code's test run and, with ``efficiency_term``, its efficiency score (0 unless it
-    passes every test; measured against the task's reference)."""
+    """Each code's test run and its efficiency bonus: ``weight`` × ``efficiency_term`` for code
+    that passes every test (measured against the task's reference), else 0; no measuring at all
+    without a term or a positive weight."""
     programs = list(zip(codes, tasks, strict=True))
     runs = run_tests(programs)
-    if efficiency_term is None:
+    if efficiency_term is None or weight <= 0:
         return runs, [0.0] * len(runs)
-    return runs, [efficiency_term(m) for m in efficiency(programs, runs)]
+    return runs, [weight * efficiency_term(m) for m in efficiency(programs, runs)]
 
 
 def code_reward(settings: TrainSettings, efficiency_term: EfficiencyTerm | None = None) -> RewardFn:
     """+0.5 if the extracted program runs, +0.1 per passed test (up to ``tests_rewarded``); with
     ``efficiency_term``, plus ``efficiency_weight`` × its score for a program passing every test."""
-    if settings.efficiency_weight <= 0:
-        efficiency_term = None
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
         codes = [t.code_from(x) for x, t in zip(texts, tasks, strict=True)]
-        runs, scores = judge(codes, tasks, efficiency_term)
+        runs, bonus = judge(codes, tasks, efficiency_term, settings.efficiency_weight)
         return [
-            execution_reward(r, settings.tests_rewarded) + settings.efficiency_weight * e
-            for r, e in zip(runs, scores, strict=True)
+            execution_reward(r, settings.tests_rewarded) + b
+            for r, b in zip(runs, bonus, strict=True)
         ]
 
     return reward

@@ -442,12 +442,11 @@ def main() -> None:
             if call >= warmup:
                 walls.append(wall)
                 cpus.append(cpu)
-                if sum(cpus) * loops >= budget:
-                    del result, batch
-                    break
             elif call == warmup - 1 and 0 < wall < min_sample:
                 loops = min(MAX_LOOPS, math.ceil(min_sample / wall))
             del result, batch
+            if sum(cpus) * loops >= budget:
+                break
         if loops > 1 and outcome["status"] == "ok":  # memory from as many single calls as samples
             for _ in range(repeats):
                 args = fresh_input(test)
