@@ -1,24 +1,36 @@
 """How stable are the efficiency numbers? Measures the same solutions several times, each time in
-a fresh executor (fresh reference measurement too), and prints the coefficient of variation of
-runtime and peak memory per solution.
+a fresh executor (fresh reference measurement too), and prints the coefficient of variation (CV)
+per solution of: wall time, CPU time, calibrated CPU time (scaled by the child's own calibration
+work), the runtime ratio against the reference (NET for one task), and peak memory.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/efficiency_stability.py \
-        [TASKS] [EVALUATIONS] [MIN_SAMPLE_S]
+        [--tasks 30] [--evaluations 5] [--min-sample-s S] [--randomized-layout]
 
-MIN_SAMPLE_S overrides how long one timed sample of a test lasts at least (fast tests are repeated
-within a sample); 0 times single calls. Also prints the CPU-time CV.
+--min-sample-s overrides how long one timed sample of a test lasts at least (fast tests are
+repeated within a sample; 0 times single calls); --randomized-layout keeps address-space
+randomization on in the timed children (the harness turns it off), to show what that costs.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
-import sys
+import time
 
 from corebench.harness.config import DEFAULT_REPEATS, data_dir_setting
+from corebench.harness.records import Efficiency
 from corebench.harness.registry import default_plugins
 from corebench.harness.sandbox import Executor
 from corebench.harness.sandbox import executor as executor_module
+
+FIGURES = {
+    "wall time": lambda e: e.runtime_s,
+    "CPU time": lambda e: e.cpu_s,
+    "calibrated CPU": lambda e: e.calibrated_cpu_s,
+    "runtime ratio": lambda e: e.runtime_ratio,
+    "peak memory": lambda e: float(e.peak_memory_bytes),
+}
 
 
 def cv(values: list[float]) -> float:
@@ -29,41 +41,47 @@ def cv(values: list[float]) -> float:
 async def main(tasks: int, evaluations: int) -> None:
     benchmark = default_plugins().benchmarks.get("mbpp").component(data_dir_setting())
     chosen = [t.task_id for t in benchmark.tasks()[:tasks]]
-    runtimes: dict[str, list[float]] = {t: [] for t in chosen}
-    cpus: dict[str, list[float]] = {t: [] for t in chosen}
-    peaks: dict[str, list[float]] = {t: [] for t in chosen}
+    measured: dict[str, list[Efficiency]] = {t: [] for t in chosen}
+    started = time.perf_counter()
     for _ in range(evaluations):
         executor = Executor()
         for task_id in chosen:
             suite = benchmark.test_suite(task_id)
             e = await executor.measure(task_id, suite.reference_code, suite, DEFAULT_REPEATS)
-            runtimes[task_id].append(e.runtime_s)
-            cpus[task_id].append(e.cpu_s)
-            peaks[task_id].append(e.peak_memory_bytes)
-    runtime_cv = sorted(cv(v) for v in runtimes.values())
-    cpu_cv = sorted(cv(v) for v in cpus.values())
-    memory_cv = sorted(cv(v) for v in peaks.values())
+            measured[task_id].append(e)
     print(
         f"{tasks} MBPP+ reference solutions x {evaluations} evaluations, {DEFAULT_REPEATS} repeats "
-        f"each, timed samples of at least {executor_module.EFFICIENCY_MIN_SAMPLE_S * 1e3:g} ms"
+        f"each, timed samples of at least {executor_module.EFFICIENCY_MIN_SAMPLE_S * 1e3:g} ms, "
+        f"address-space randomization {'off' if executor_module.EFFICIENCY_FIXED_LAYOUT else 'on'}"
+        f" ({time.perf_counter() - started:.0f} s)"
     )
-    for name, values in (("runtime", runtime_cv), ("CPU time", cpu_cv), ("peak memory", memory_cv)):
+    for name, figure in FIGURES.items():
+        values = sorted(cv([figure(e) for e in runs]) for runs in measured.values())
         print(
-            f"  {name:<12} CV median {100 * statistics.median(values):.2f}%, "
-            f"90th percentile {100 * values[int(0.9 * (len(values) - 1))]:.2f}%, max {100 * values[-1]:.2f}%"
+            f"  {name:<15} CV median {100 * statistics.median(values):5.2f}%, "
+            f"90th percentile {100 * values[int(0.9 * (len(values) - 1))]:5.2f}%, "
+            f"max {100 * values[-1]:5.2f}%"
         )
-    worst = sorted(chosen, key=lambda t: -cv(runtimes[t]))[:3]
-    for task_id in worst:
-        ms = ", ".join(f"{1e3 * r:.3f}" for r in runtimes[task_id])
-        print(f"  most variable runtime: {task_id}: {ms} ms")
+    calibrations = [e.calibration_s or 0.0 for runs in measured.values() for e in runs]
+    print(
+        f"  calibration work: {1e6 * min(calibrations):.1f} to {1e6 * max(calibrations):.1f} µs "
+        "per call across children (the machine's speed drifting)"
+    )
+    for task_id in sorted(chosen, key=lambda t: -cv([e.calibrated_cpu_s for e in measured[t]]))[:3]:
+        cpu = ", ".join(f"{1e3 * e.cpu_s:.3f}" for e in measured[task_id])
+        cal = ", ".join(f"{1e3 * e.calibrated_cpu_s:.3f}" for e in measured[task_id])
+        print(f"  most variable: {task_id}: CPU {cpu} ms; calibrated {cal} ms")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 3:
-        executor_module.EFFICIENCY_MIN_SAMPLE_S = float(sys.argv[3])
-    asyncio.run(
-        main(
-            int(sys.argv[1]) if len(sys.argv) > 1 else 30,
-            int(sys.argv[2]) if len(sys.argv) > 2 else 5,
-        )
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=30)
+    parser.add_argument("--evaluations", type=int, default=5)
+    parser.add_argument("--min-sample-s", type=float, default=None)
+    parser.add_argument("--randomized-layout", action="store_true")
+    args = parser.parse_args()
+    if args.min_sample_s is not None:
+        executor_module.EFFICIENCY_MIN_SAMPLE_S = args.min_sample_s
+    if args.randomized_layout:
+        executor_module.EFFICIENCY_FIXED_LAYOUT = False
+    asyncio.run(main(args.tasks, args.evaluations))

@@ -86,7 +86,12 @@ DEFAULT_REPEATS = 5  # timed calls per test; the median counts
 EFFICIENCY_WARMUP = 1  # untimed calls per test before them
 EFFICIENCY_REPEATS_TRAINING = 3  # timed calls per test for training's efficiency rewards
 EFFICIENCY_MIN_SAMPLE_S = 0.002  # a timed sample repeats a fast test until it lasts this long
+EFFICIENCY_FIXED_LAYOUT = True  # timed children run without address-space randomization
 MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
+# Calibrated CPU seconds: CPU seconds scaled to a machine that runs the sandbox child's fixed
+# calibration work (`child.calibration_work`) in this long; about the 2-core CI machine's speed.
+CALIBRATION_REFERENCE_S = 28e-6
+CALIBRATION_SAMPLE_S = 0.002  # one calibration sample before and one after each test's timed calls
 
 # --- leaderboards -----------------------------------------------------------------------------
 BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .config import CALIBRATION_REFERENCE_S
+
 
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -112,6 +114,12 @@ class TestOutcome(Record):
     detail: str | None = None  # failing input, exception type and message
 
 
+def calibrated(cpu_s: float, calibration_s: float | None) -> float:
+    """``cpu_s`` in calibrated seconds: scaled by how fast the same child ran the fixed calibration
+    work (CALIBRATION_REFERENCE_S on the reference machine); unchanged when not calibrated."""
+    return cpu_s * CALIBRATION_REFERENCE_S / calibration_s if calibration_s else cpu_s
+
+
 class Efficiency(Record):
     """Runtime and memory of a passing solution, measured in the serialized efficiency phase
     (median over repeats after a warm-up), next to the reference solution measured the same way."""
@@ -122,9 +130,25 @@ class Efficiency(Record):
     peak_memory_bytes: int
     reference_runtime_s: float
     reference_peak_memory_bytes: int
-    runtime_ratio: float  # cpu_s / reference_cpu_s (EffiBench's NET for one task)
+    # calibrated cpu_s / calibrated reference_cpu_s (EffiBench's NET for one task)
+    runtime_ratio: float
     reference_cpu_s: float | None = None  # None in runs stored before CPU ratios
     memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)
+    # median seconds per calibration-work call in the solution's / reference's child (None in runs
+    # stored before calibration)
+    calibration_s: float | None = None
+    reference_calibration_s: float | None = None
+
+    @property
+    def calibrated_cpu_s(self) -> float:
+        """CPU seconds on the reference machine: stable while this machine's speed drifts."""
+        return calibrated(self.cpu_s, self.calibration_s)
+
+    @property
+    def reference_calibrated_cpu_s(self) -> float | None:
+        if self.reference_cpu_s is None:
+            return None
+        return calibrated(self.reference_cpu_s, self.reference_calibration_s)
 
 
 class ExecutionResult(Record):

@@ -52,10 +52,10 @@ def _efficiency_columns(result) -> dict[str, Any]:
                 "memory_ratio",
             ]
         )
-    cpu = e.reference_cpu_s is not None  # runs stored before CPU ratios compare wall times
+    reference = e.reference_calibrated_cpu_s  # None: a run stored before CPU ratios (wall times)
     return {
-        "eff_runtime_s": e.cpu_s if cpu else e.runtime_s,
-        "eff_ref_runtime_s": e.reference_cpu_s if cpu else e.reference_runtime_s,
+        "eff_runtime_s": e.runtime_s if reference is None else e.calibrated_cpu_s,
+        "eff_ref_runtime_s": e.reference_runtime_s if reference is None else reference,
         "eff_peak": max(e.peak_memory_bytes, MEMORY_FLOOR_BYTES),
         "eff_ref_peak": max(e.reference_peak_memory_bytes, MEMORY_FLOOR_BYTES),
         "runtime_ratio": e.runtime_ratio,

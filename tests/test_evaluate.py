@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 
 import pytest
 
+from corebench.harness import evaluate as evaluate_module
 from corebench.harness.errors import CorebenchError
-from corebench.harness.evaluate import load_samples
+from corebench.harness.evaluate import evaluate_samples, load_samples
+from corebench.harness.sandbox import Executor
 from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
@@ -94,3 +97,27 @@ def test_evaluate_cli_judges_writes_reports_and_resumes(tmp_path, data_dir, mbpp
     assert 0.2 < summary["efficiency"]["net"] < 5
     again = subprocess.run(args, capture_output=True, text=True)
     assert again.returncode == 0 and "judged 0 samples" in again.stderr
+
+
+def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch):
+    # Mbpp/9's reference takes about ten times the CPU of Mbpp/2's or Mbpp/6's: judged first, so
+    # a slow task never runs alone at the end of an evaluation
+    started = []
+
+    class Recording(Executor):
+        async def evaluate(self, task_id, *args, **kwargs):
+            started.append(task_id)
+            return await super().evaluate(task_id, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "Executor", Recording)
+    tasks = ["Mbpp/2", "Mbpp/6", "Mbpp/9"]
+    rows = [
+        {
+            "task_id": t,
+            "solution": mbpp.problems[t]["prompt"] + mbpp.problems[t]["canonical_solution"],
+        }
+        for t in tasks
+    ]
+    samples = write(tmp_path / "samples.jsonl", rows)
+    judged = asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1]))
+    assert judged == 3 and started[0] == "Mbpp/9" and sorted(started) == tasks

@@ -8,10 +8,14 @@ import os
 import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
+from corebench.harness.config import CALIBRATION_REFERENCE_S
+from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.child import reported_output
 from corebench.harness.sandbox.executor import child_job
 from corebench.harness.sandbox.executor import test_spec as spec_of
 from corebench.harness.sandbox.isolation import isolation_mode
+from corebench.harness.sandbox.process import ChildReport
 
 ADD = FunctionalSuite(
     entry_point="add",
@@ -203,6 +207,57 @@ def test_efficiency_is_measured_against_the_reference():
     assert 0.2 < fast.runtime_ratio < 5  # the reference against itself
     assert measured.runtime_ratio > 20  # a loop of 300k additions against a formula
     assert measured.peak_memory_bytes >= 0 and measured.memory_ratio > 0
+
+
+def test_calibration_cancels_an_interpreter_that_runs_everything_slower():
+    # A tracer installed at import slows every Python line in the child about threefold, as a VM
+    # whose host got busy slows everything: raw CPU time triples, calibrated CPU time does not.
+    suite = FunctionalSuite(
+        entry_point="total",
+        reference_code=(
+            "def total(n):\n    s = 0\n    for i in range(n):\n        s += i * i % 7\n    return s\n"
+        ),
+        inputs={"base": [[2000], [5000]]},
+        fingerprint="test-calibration",
+    )
+    slowed = "import sys\ndef _t(frame, event, arg):\n    return _t\nsys.settrace(_t)\n"
+    executor = Executor(workers=1)
+    plain = asyncio.run(executor.measure("t/cal", suite.reference_code, suite, repeats=3))
+    traced = asyncio.run(executor.measure("t/cal", slowed + suite.reference_code, suite, 3))
+    assert plain.calibration_s and traced.calibration_s and plain.reference_calibration_s
+    assert traced.cpu_s > 2 * plain.cpu_s, (traced, plain)
+    assert 0.7 < traced.calibrated_cpu_s / plain.calibrated_cpu_s < 1.4, (traced, plain)
+    assert 0.7 < traced.runtime_ratio < 1.4  # against the untraced reference
+
+
+def test_calibrated_totals_weigh_each_test_by_the_calibration_around_it():
+    report = ChildReport(isolation="test")
+    report.events = [
+        {"event": "test", "i": 0, "wall": 1.0, "cpu": 1.0, "peak_kb": 1, "calibration": 2e-5},
+        {"event": "test", "i": 1, "wall": 3.0, "cpu": 2.0, "peak_kb": 5, "calibration": 4e-5},
+    ]
+    wall, cpu, peak, calibration = Executor._totals(report)
+    assert (wall, cpu, peak) == (4.0, 3.0, 5 * 1024)
+    # 1 s at 20 µs per unit of work and 2 s at 40 µs: 100,000 units in all
+    assert calibrated(cpu, calibration) == pytest.approx(1e5 * CALIBRATION_REFERENCE_S)
+    report.events[1].pop("calibration")  # one uncalibrated test: raw times only
+    assert Executor._totals(report)[3] is None
+
+
+def test_timed_children_run_without_address_space_randomization():
+    # the address of a function object: the same in every timed child, random when judging
+    suite = FunctionalSuite(
+        entry_point="where",
+        reference_code="def where():\n    return id(where)\n",
+        inputs={"base": [[]]},
+    )
+    executor = Executor(workers=1)
+
+    judging = child_job(suite, suite.reference_code, [spec_of(suite, [], 5.0)])
+    timed = [asyncio.run(executor._timed(suite.reference_code, suite, 1)) for _ in range(3)]
+    judged = [asyncio.run(executor.run(judging, 30)) for _ in range(3)]
+    assert len({reported_output(r.tests()[0]) for r in timed}) == 1
+    assert len({reported_output(r.tests()[0]) for r in judged}) == 3
 
 
 def test_reference_times_for_time_limits_come_after_a_warm_up_call():

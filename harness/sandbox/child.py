@@ -27,6 +27,25 @@ MAX_DEPTH = 100
 MAX_LOOPS = 10_000  # calls per timed sample at most (efficiency phase)
 
 
+def calibration_work() -> int:
+    """A fixed piece of interpreter work (a loop, arithmetic, calls, a dict, strings). Timed beside
+    a solution in the same process, it says how fast this machine runs Python at that moment."""
+    table: dict[int, int] = {}
+    parts = []
+    for i in range(64):
+        table[i % 13] = table.get(i % 13, 0) + i * i
+        parts.append(str(i))
+    return len("".join(parts)) + sum(table.values())
+
+
+def calibration_sample(loops: int) -> float:
+    """Thread CPU seconds per ``calibration_work`` call, over ``loops`` calls."""
+    started = time.thread_time()
+    for _ in range(loops):
+        calibration_work()
+    return (time.thread_time() - started) / loops
+
+
 class CpuTimeout(BaseException):
     """Raised by SIGPROF when a test exceeds its CPU-time limit."""
 
@@ -365,6 +384,13 @@ def main() -> None:
             return {"status": "memory"}
         return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
+    # Efficiency phase: a sample of fixed calibration work just before and just after each test's
+    # timed calls, so the harness can relate its time to this machine's speed at that moment (a
+    # VM's speed can change twofold within a tenth of a second). Sized before the solution loads.
+    calibration_loops = 0
+    if job.get("calibration_sample_s"):
+        per_call = max(calibration_sample(10), 1e-9)
+        calibration_loops = max(1, math.ceil(float(job["calibration_sample_s"]) / per_call))
     sys.path.extend(job.get("sys_path", []))
     baseline_kb = _status_kb("VmRSS:")
     report(event="ready", baseline_kb=baseline_kb)
@@ -417,8 +443,10 @@ def main() -> None:
 
     for index, test in enumerate(job["tests"]):
         walls, cpus, peak_kb, output, outcome = [], [], 0, None, {"status": "ok"}
-        loops = 1
+        loops, before = 1, None
         for call in range(warmup + repeats):
+            if calibration_loops and call == warmup:
+                before = calibration_sample(calibration_loops)
             batch = [fresh_input(test) for _ in range(loops)]  # decoded before the clock starts
             _reset_peak()
             rss0 = _status_kb("VmRSS:")
@@ -470,6 +498,8 @@ def main() -> None:
         if repeats > 1:
             timing["walls"] = walls
             timing["loops"] = loops
+        if before is not None:  # the calibration work's time around this test's timed calls
+            timing["calibration"] = (before + calibration_sample(calibration_loops)) / 2
         report(event="test", i=index, peak_kb=max(peak_kb, 0), **timing, **outcome)
         output = None
         if outcome["status"] != "ok" and job.get("stop_on_error", True):

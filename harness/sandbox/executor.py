@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import (
+    CALIBRATION_SAMPLE_S,
     DEFAULT_TEST_TIME_LIMIT_S,
+    EFFICIENCY_FIXED_LAYOUT,
     EFFICIENCY_MIN_SAMPLE_S,
     EFFICIENCY_WARMUP,
     EXAMPLE_TIME_LIMIT_S,
@@ -32,7 +34,7 @@ from ..config import (
     cache_dir,
 )
 from ..errors import CorebenchError
-from ..records import Efficiency, ExecutionResult, TestOutcome, Verdict
+from ..records import Efficiency, ExecutionResult, TestOutcome, Verdict, calibrated
 from ..testsuite import Example, FunctionalSuite
 from .child import encode, reported_output
 from .compare import outputs_match
@@ -125,7 +127,7 @@ class Executor:
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
         self._references: dict[str, Reference] = {}
-        self._reference_efficiency: dict[str, tuple[float, float, int]] = {}
+        self._reference_efficiency: dict[str, tuple[float, float, int, float | None]] = {}
         self._measuring = asyncio.Lock()
         self._reference_locks: dict[str, asyncio.Lock] = {}
 
@@ -247,6 +249,8 @@ class Executor:
             repeats=repeats,
             warmup=EFFICIENCY_WARMUP,
             min_sample_s=EFFICIENCY_MIN_SAMPLE_S,
+            calibration_sample_s=CALIBRATION_SAMPLE_S,
+            fixed_layout=EFFICIENCY_FIXED_LAYOUT,
         )
         async with self._measuring:  # one measurement at a time: no neighbour distorts the timings
             report = await self.run(
@@ -259,12 +263,21 @@ class Executor:
         return report
 
     @staticmethod
-    def _totals(report: ChildReport) -> tuple[float, float, int]:
+    def _totals(report: ChildReport) -> tuple[float, float, int, float | None]:
+        """Wall and CPU seconds summed over tests, peak memory, and the calibration time that makes
+        ``calibrated(cpu, calibration)`` the sum over tests of the median calibrated call."""
         tests = report.tests().values()
+        cpu = sum(e["cpu"] for e in tests)
+        calibration = None
+        if all(e.get("calibration", 0) > 0 for e in tests):
+            # each test in units of the calibration work around it, so the machine's drift cancels
+            units = sum(e["cpu"] / e["calibration"] for e in tests)
+            calibration = cpu / units if units > 0 else None
         return (
             sum(e["wall"] for e in tests),
-            sum(e["cpu"] for e in tests),
+            cpu,
             max(int(e.get("peak_kb", 0)) for e in tests) * 1024,
+            calibration,
         )
 
     async def measure(
@@ -276,18 +289,24 @@ class Executor:
             self._reference_efficiency[key] = self._totals(
                 await self._timed(suite.reference_code, suite, repeats)
             )
-        ref_wall, ref_cpu, ref_peak = self._reference_efficiency[key]
-        wall, cpu, peak = self._totals(await self._timed(code, suite, repeats))
+        ref_wall, ref_cpu, ref_peak, ref_calibration = self._reference_efficiency[key]
+        wall, cpu, peak, calibration = self._totals(await self._timed(code, suite, repeats))
         return Efficiency(
             repeats=repeats,
             runtime_s=wall,
             cpu_s=cpu,
             peak_memory_bytes=peak,
+            calibration_s=calibration,
             reference_runtime_s=ref_wall,
             reference_cpu_s=ref_cpu,
             reference_peak_memory_bytes=ref_peak,
-            # CPU time: unlike wall time, it does not grow while a loaded machine runs others
-            runtime_ratio=cpu / ref_cpu if ref_cpu > 0 else float("nan"),
+            reference_calibration_s=ref_calibration,
+            # CPU time (unlike wall time it does not grow while a loaded machine runs others), each
+            # side in units of its own child's calibration work: the machine's speed drifts between
+            # the two measurements
+            runtime_ratio=calibrated(cpu, calibration) / calibrated(ref_cpu, ref_calibration)
+            if ref_cpu > 0
+            else float("nan"),
             memory_ratio=max(peak, MEMORY_FLOOR_BYTES) / max(ref_peak, MEMORY_FLOOR_BYTES),
         )
 

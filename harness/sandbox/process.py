@@ -135,7 +135,7 @@ def run_child(
     payload = json.dumps(job).encode()
     with tempfile.TemporaryDirectory(prefix="corebench-") as workdir:
         os.chmod(workdir, 0o777)
-        argv, home = child_command(workdir, mode)
+        argv, home = child_command(workdir, mode, fixed_layout=bool(job.get("fixed_layout")))
         launcher_log = open(Path(workdir, "launcher.txt"), "wb")  # noqa: SIM115 - closed below
         started = time.perf_counter()
         proc = subprocess.Popen(
