@@ -1,12 +1,15 @@
 """corebench's executor against `evalplus.evaluate` on the same samples file, on this machine.
 
-Prints wall time of both (EvalPlus warm: its ground truth cached; corebench warm: reference
-outputs cached), the speed-up, and per-sample agreement of the base and base+extra verdicts,
-listing every disagreement. Without --samples, the benchmark's reference solutions are used.
+After one cold run of each (EvalPlus computes its ground truth; corebench its reference outputs),
+the two alternate for --rounds warm rounds, so a drift in the machine's speed hits both alike.
+Prints every round, the speed-up of the medians, and per-sample agreement of the base and
+base+extra verdicts, listing every disagreement. Without --samples, the benchmark's reference
+solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
+their reference solution as a filler, which is judged but left out of the agreement.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp
     .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp --samples samples.jsonl
-    .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp --from-run runs/mbpp-direct-embedded
+    .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp --from-run runs/A --from-run runs/B
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,55 +53,76 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+def with_fillers(rows: list[dict], benchmark) -> tuple[list[dict], int]:
+    """``rows`` plus one reference solution for each task they lack; returns how many are real."""
+    present = {r["task_id"] for r in rows}
+    fillers = [r for r in reference_samples(benchmark) if r["task_id"] not in present]
+    return rows + fillers, len(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bench", default="mbpp", choices=sorted(OVERRIDE))
     parser.add_argument("--samples", type=Path)
-    parser.add_argument("--from-run", type=Path)
+    parser.add_argument("--from-run", type=Path, action="append", default=[])
+    parser.add_argument("--rounds", type=int, default=2, help="warm rounds of each, alternating")
     args = parser.parse_args()
     benchmark = default_plugins().benchmarks.get(args.bench).component(data_dir_setting())
     work = Path(tempfile.mkdtemp(prefix="versus-evalplus-"))
-    samples = args.samples or work / "samples.jsonl"
-    if not args.samples:
-        rows = run_samples(args.from_run) if args.from_run else reference_samples(benchmark)
-        samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if args.samples:
+        rows = [json.loads(line) for line in args.samples.read_text().splitlines() if line.strip()]
+    elif args.from_run:
+        rows = [row for run in args.from_run for row in run_samples(run)]
+    else:
+        rows = reference_samples(benchmark)
+    rows, real = with_fillers(rows, benchmark)
+    samples = work / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(f"{real} samples ({len(rows) - real} reference fillers) of {args.bench}")
     env = {**os.environ, OVERRIDE[args.bench]: str(benchmark.path)}
-
     evalplus = [sys.executable, "-m", "evalplus.evaluate", "--dataset", args.bench]
-    for attempt in ("cold", "warm"):  # the first run may compute EvalPlus's ground truth
-        copy = work / f"evalplus-{attempt}" / "samples.jsonl"
+    ours = [
+        *(sys.executable, "-m", "corebench.harness.cli", "evaluate", "--bench", args.bench),
+        *("--samples", str(samples), "--repeats", "0"),  # correctness only, as EvalPlus does
+    ]
+
+    def run_evalplus(name: str) -> float:
+        copy = work / f"evalplus-{name}" / "samples.jsonl"
         copy.parent.mkdir()
         copy.write_text(samples.read_text())
-        evalplus_s = timed([*evalplus, "--samples", str(copy)], env)
-        print(f"evalplus.evaluate ({attempt}): {evalplus_s:.1f} s")
-    ours = [
-        sys.executable,
-        "-m",
-        "corebench.harness.cli",
-        "evaluate",
-        "--bench",
-        args.bench,
-        "--samples",
-        str(samples),
-        "--repeats",
-        "0",  # correctness only, as EvalPlus does
-    ]
-    timed([*ours, "--out", str(work / "corebench-cold")], env)  # fills the reference-output cache
-    corebench_s = timed([*ours, "--out", str(work / "corebench-warm")], env)
+        return timed([*evalplus, "--samples", str(copy)], env)
+
+    def run_corebench(name: str) -> float:
+        return timed([*ours, "--out", str(work / f"corebench-{name}")], env)
+
+    print(f"cold: evalplus.evaluate {run_evalplus('cold'):.1f} s, ", end="")
+    print(f"corebench evaluate {run_corebench('cold'):.1f} s")
+    theirs_s, ours_s = [], []
+    for round_ in range(args.rounds):
+        theirs_s.append(run_evalplus(f"warm{round_}"))
+        ours_s.append(run_corebench(f"warm{round_}"))
+        print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
+        print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)")
     print(
-        f"corebench evaluate (warm): {corebench_s:.1f} s; speed-up {evalplus_s / corebench_s:.2f}x"
+        f"median warm: evalplus.evaluate {statistics.median(theirs_s):.1f} s, corebench evaluate "
+        f"{statistics.median(ours_s):.1f} s; speed-up "
+        f"{statistics.median(theirs_s) / statistics.median(ours_s):.2f}x"
     )
 
-    theirs = json.loads((copy.parent / "samples_eval_results.json").read_text())["eval"]
+    last = args.rounds - 1
+    theirs = json.loads((work / f"evalplus-warm{last}" / "samples_eval_results.json").read_text())
     mine = {}
-    for line in (work / "corebench-warm" / "results.jsonl").read_text().splitlines():
+    for line in (work / f"corebench-warm{last}" / "results.jsonl").read_text().splitlines():
         r = json.loads(line)
         mine[(r["task_id"], r["sample_index"])] = r
+    counted = {
+        (r["task_id"], i) for r, i in zip(rows[:real], sample_numbers(rows[:real]), strict=True)
+    }
     agree = {"base": 0, "plus": 0}
-    total = 0
-    for task_id, results in theirs.items():
+    for task_id, results in theirs["eval"].items():
         for index, r in enumerate(results):
-            total += 1
+            if (task_id, index) not in counted:
+                continue
             m = mine[(task_id, index)]
             their_base = r["base_status"] == "pass"
             their_plus = their_base and r["plus_status"] == "pass"
@@ -110,8 +135,18 @@ def main() -> None:
                     f"corebench {m['verdict']} ({m['first_failure']})"
                 )
     for key in ("base", "plus"):
-        print(f"agreement ({key}): {agree[key]}/{total} = {100 * agree[key] / total:.2f}%")
+        print(f"agreement ({key}): {agree[key]}/{real} = {100 * agree[key] / real:.2f}%")
     print(f"work dir: {work}")
+
+
+def sample_numbers(rows: list[dict]) -> list[int]:
+    """The n-th sample of its task, as both tools number them (in file order)."""
+    seen: dict[str, int] = {}
+    numbers = []
+    for r in rows:
+        numbers.append(seen.get(r["task_id"], 0))
+        seen[r["task_id"]] = numbers[-1] + 1
+    return numbers
 
 
 if __name__ == "__main__":
