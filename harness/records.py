@@ -134,8 +134,8 @@ class Efficiency(Record):
     runtime_ratio: float
     reference_cpu_s: float | None = None  # None in runs stored before CPU ratios
     memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)
-    # median seconds per calibration-work call in the solution's / reference's child (None in runs
-    # stored before calibration)
+    # seconds per calibration-work call in the solution's / reference's child, each test's own
+    # (the mean of the samples around it) weighted by its CPU time; None in runs stored before
     calibration_s: float | None = None
     reference_calibration_s: float | None = None
 
