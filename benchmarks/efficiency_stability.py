@@ -1,7 +1,8 @@
 """How stable are the efficiency numbers? Measures the same solutions several times, each time in
 a fresh executor (fresh reference measurement too), and prints the coefficient of variation (CV)
-per solution of: wall time, CPU time, calibrated CPU time (scaled by the child's own calibration
-work), the runtime ratio against the reference (NET for one task), and peak memory.
+per solution of: wall time, CPU time, calibrated CPU time (scaled by the calibration work the
+harness times around each test), the runtime ratio against the reference (NET for one task), and
+peak memory.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/efficiency_stability.py \
         [--tasks 30] [--evaluations 5] [--min-sample-s S] [--randomized-layout]
@@ -22,7 +23,7 @@ from corebench.harness.config import DEFAULT_REPEATS, data_dir_setting
 from corebench.harness.records import Efficiency
 from corebench.harness.registry import default_plugins
 from corebench.harness.sandbox import Executor
-from corebench.harness.sandbox import executor as executor_module
+from corebench.harness.sandbox import timing as timing_module
 
 FIGURES = {
     "wall time": lambda e: e.runtime_s,
@@ -51,8 +52,8 @@ async def main(tasks: int, evaluations: int) -> None:
             measured[task_id].append(e)
     print(
         f"{tasks} MBPP+ reference solutions x {evaluations} evaluations, {DEFAULT_REPEATS} repeats "
-        f"each, timed samples of at least {executor_module.EFFICIENCY_MIN_SAMPLE_S * 1e3:g} ms, "
-        f"address-space randomization {'off' if executor_module.EFFICIENCY_FIXED_LAYOUT else 'on'}"
+        f"each, timed samples of at least {timing_module.EFFICIENCY_MIN_SAMPLE_S * 1e3:g} ms, "
+        f"address-space randomization {'off' if timing_module.EFFICIENCY_FIXED_LAYOUT else 'on'}"
         f" ({time.perf_counter() - started:.0f} s)"
     )
     for name, figure in FIGURES.items():
@@ -81,7 +82,7 @@ if __name__ == "__main__":
     parser.add_argument("--randomized-layout", action="store_true")
     args = parser.parse_args()
     if args.min_sample_s is not None:
-        executor_module.EFFICIENCY_MIN_SAMPLE_S = args.min_sample_s
+        timing_module.EFFICIENCY_MIN_SAMPLE_S = args.min_sample_s
     if args.randomized_layout:
-        executor_module.EFFICIENCY_FIXED_LAYOUT = False
+        timing_module.EFFICIENCY_FIXED_LAYOUT = False
     asyncio.run(main(args.tasks, args.evaluations))

@@ -41,6 +41,31 @@ data_dir_option = click.option(
     envvar=C.ENV_DATA_DIR,
     help=f"Folder with offline benchmark files (env: {C.ENV_DATA_DIR}).",
 )
+
+
+def _isolation(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """Settle the isolation before anything loads: one line if bubblewrap is missing."""
+    import os
+
+    from .sandbox.isolation import isolation_mode
+
+    if value:
+        os.environ[C.ENV_ISOLATION] = value  # every executor of this process (training too)
+    try:
+        return isolation_mode(value)
+    except CorebenchError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+isolation_option = click.option(
+    "--isolation",
+    type=click.Choice(["auto", "bwrap", "unsafe"]),
+    envvar=C.ENV_ISOLATION,
+    callback=_isolation,
+    is_eager=True,
+    help="How generated code is confined: auto (bubblewrap; refuse without it), bwrap, or unsafe "
+    "(resource limits only, recorded in the run).",
+)
 repeats_option = click.option(
     "--repeats",
     type=click.IntRange(min=0),
@@ -176,10 +201,11 @@ def _slug(text: str) -> str:
     help="Progress bar (default: when stderr is a terminal).",
 )
 @repeats_option
+@isolation_option
 def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
         split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,
         system_options: dict[str, Any], benchmark_options: dict[str, Any], out: Path | None, data_dir: Path | None, concurrency: int,
-        progress: bool | None, repeats: int) -> None:  # fmt: skip
+        progress: bool | None, repeats: int, isolation: str) -> None:  # fmt: skip
     """Run SYSTEM on BENCH with MODEL, execute every solution in the sandbox, store the results."""
     from .runner import Runner
     from .store import Store
@@ -279,8 +305,15 @@ class _ProgressBar:
 )
 @data_dir_option
 @repeats_option
+@isolation_option
 def evaluate(
-    benchmark: str, samples: Path, out: Path, k: list[int], data_dir: Path | None, repeats: int
+    benchmark: str,
+    samples: Path,
+    out: Path,
+    k: list[int],
+    data_dir: Path | None,
+    repeats: int,
+    isolation: str,
 ) -> None:
     """Judge an EvalPlus-style samples file in the sandbox (a drop-in for `evalplus.evaluate`)."""
     import asyncio

@@ -79,7 +79,7 @@ MAX_OUTPUT_BYTES = 64 * 1024  # captured stdout/stderr kept per solution
 MAX_RESULT_BYTES = 256 * 1024**2  # what a child may report back (outputs of all tests)
 MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
-ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto | bwrap | rlimits
+ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto (bubblewrap, or refuse) | bwrap | unsafe
 
 # --- efficiency phase (passing solutions only, one at a time) -----------------------------------
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts

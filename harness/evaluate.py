@@ -14,8 +14,9 @@ from pathlib import Path
 from .benchmark import Benchmark
 from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
-from .metadata import environment_metadata, file_fingerprint
+from .metadata import environment_metadata, file_fingerprint, provenance_changes
 from .records import ExecutionResult, RunConfig, Solution
+from .runner import refuse_changed
 from .sandbox import Executor
 from .store import Store
 
@@ -74,6 +75,7 @@ async def evaluate_samples(
 ) -> int:
     """Judge every sample not yet judged in ``run_dir``; returns how many were judged now."""
     samples = load_samples(samples_path, benchmark)
+    executor = Executor()  # no bubblewrap: refused before anything is written
     config = RunConfig(
         benchmark=benchmark.name,
         system="samples",
@@ -83,17 +85,14 @@ async def evaluate_samples(
     )
     store = Store(run_dir)
     try:
+        dataset = benchmark.dataset_info()
         store.open_run(
             config,
-            {
-                **environment_metadata(),
-                "dataset": benchmark.dataset_info(),
-                "samples_file": str(samples_path),
-            },
+            {**environment_metadata(), "dataset": dataset, "samples_file": str(samples_path)},
         )
+        refuse_changed(store, provenance_changes(store.metadata(), dataset))
         done = store.finished()
         todo = [s for s in samples if (s.task_id, s.index) not in done]
-        executor = Executor()
         store.update_metadata(isolation=executor.mode, memory_limit_bytes=executor.memory_bytes)
 
         suites = {t: benchmark.test_suite(t) for t in dict.fromkeys(s.task_id for s in todo)}

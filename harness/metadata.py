@@ -94,3 +94,41 @@ def environment_metadata() -> dict[str, Any]:
         "machine": machine(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+# What identifies a model's weights in a backend's identity (paths, devices and dtypes may change
+# between machines without changing what a run produces).
+WEIGHT_KEYS = ("backend", "target", "files", "gguf_sha256")
+
+
+def _content(dataset: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a dataset's content: its hash when known (the data folder may move)."""
+    if "sha256" in dataset:
+        return {"sha256": dataset["sha256"], "options": dataset.get("options")}
+    return {k: v for k, v in dataset.items() if k not in ("path", "source")}
+
+
+def provenance_changes(
+    stored: dict[str, Any],
+    dataset: dict[str, Any] | None = None,
+    models: dict[str, dict[str, Any]] | None = None,
+) -> list[str]:
+    """How the data or the model weights differ from what a stored run recorded (empty: none).
+    Only what both sides record is compared."""
+    changes = []
+    recorded = stored.get("dataset")
+    if dataset is not None and recorded is not None and _content(recorded) != _content(dataset):
+        before, now = str(recorded.get("sha256", "?")), str(dataset.get("sha256", "?"))
+        changes.append(f"the dataset changed (sha256 {before[:12]}… now {now[:12]}…)")
+    for role, now in (models or {}).items():
+        before = (stored.get("models") or {}).get(role)
+        if before is None:
+            continue
+        # a converted checkpoint is identified by the file it was converted from
+        keys = ("backend", "gguf_sha256") if "gguf_sha256" in before else WEIGHT_KEYS
+        for key in keys:
+            if key in before and key in now and before[key] != now[key]:
+                label = "" if role == "*" else f"{role}'s "
+                changes.append(f"{label}model weights changed ({key})")
+                break
+    return changes

@@ -138,6 +138,9 @@ class Efficiency(Record):
     # (the mean of the samples around it) weighted by its CPU time; None in runs stored before
     calibration_s: float | None = None
     reference_calibration_s: float | None = None
+    # per test, in the suite's order: median CPU seconds per call, and peak memory
+    test_cpu_s: list[float] | None = None
+    test_peak_memory_bytes: list[int] | None = None
 
     @property
     def calibrated_cpu_s(self) -> float:

@@ -24,11 +24,11 @@ from .config import (
 from .context import BudgetExceeded, Limits, Sampling, SolveContext
 from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
-from .metadata import environment_metadata
+from .metadata import environment_metadata, provenance_changes
 from .modelspec import DEFAULT_ROLE, ModelRef, format_model_spec, parse_model_spec
 from .records import ExecutionResult, RunConfig, Solution, Task, Verdict
 from .registry import Plugins, default_plugins
-from .sandbox import Executor
+from .sandbox import Executor, isolation_mode
 from .store import Store
 from .system import System
 
@@ -55,6 +55,16 @@ def select_tasks(benchmark: Benchmark, config: RunConfig) -> list[Task]:
     if config.limit is not None:
         tasks = tasks[: config.limit]
     return tasks
+
+
+def refuse_changed(store: Store, changes: list[str]) -> None:
+    """A run continues only with the data and weights it started with: samples made with other
+    ones would be silently mixed into it."""
+    if changes:
+        raise CorebenchError(
+            f"{store.run_dir} was made with other inputs: {'; '.join(changes)}; "
+            "choose another --out (nothing was changed there)"
+        )
 
 
 def resolve_models(spec: str, system: type[System], plugins: Plugins) -> dict[str, ModelRef]:
@@ -120,6 +130,7 @@ class Runner:
         self.system_cls = self.plugins.systems.get(config.system).component
         self.roles = resolve_models(config.model, self.system_cls, self.plugins)
         self.config = config.model_copy(update={"model": format_model_spec(self.roles)})
+        self.isolation = isolation_mode()  # no bubblewrap: refused here, before any model loads
         self.benchmark: Benchmark = self.benchmark_cls(data_dir, **config.benchmark_options)
         self.system: System = self.system_cls(**config.system_options)
 
@@ -148,6 +159,7 @@ class Runner:
                 },
             }
             store.open_run(self.config, metadata)
+            refuse_changed(store, provenance_changes(store.metadata(), metadata["dataset"]))
             todo, already = self.pending(store)
             if self.on_start:
                 self.on_start(len(todo), already)
@@ -156,9 +168,11 @@ class Runner:
                 return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
             needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
             backends = build_backends(self.roles, self.plugins) if needs_model else {}
+            identities = {role: b.identity() for role, b in backends.items()}
+            refuse_changed(store, provenance_changes(store.metadata(), models=identities))
             for backend in distinct(backends):
                 await asyncio.to_thread(backend.load)
-            executor = Executor()
+            executor = Executor(isolation=self.isolation)
             store.update_metadata(
                 models={role: b.identity() for role, b in backends.items()}
                 or store.metadata().get("models"),
@@ -203,7 +217,8 @@ class Runner:
         """The efficiency phase, after every sample has its verdict (resumable like the rest)."""
         if self.repeats > 0:
             store.update_metadata(efficiency_repeats=self.repeats)
-            await measure_passing(store, self.benchmark, executor or Executor(), self.repeats)
+            executor = executor or Executor(isolation=self.isolation)
+            await measure_passing(store, self.benchmark, executor, self.repeats)
 
     async def solve(
         self,

@@ -9,6 +9,7 @@ from evalplus.eval import estimate_pass_at_k
 
 from .config import MEMORY_FLOOR_BYTES
 from .records import Verdict
+from .sandbox.isolation import is_unsafe
 from .store import Store
 
 
@@ -103,6 +104,7 @@ def summarize(store: Store) -> dict[str, Any]:
         "tasks": int(frame["task_id"].nunique()) if len(frame) else 0,
         "samples": len(frame),
         "wall_s": metadata.get("wall_s"),
+        "isolation": metadata.get("isolation"),
     }
     if not len(frame):
         return summary
@@ -136,6 +138,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{summary['benchmark']} · {summary['system']} · {summary['model']}",
         f"tasks {summary['tasks']}, samples {summary['samples']}, wall {summary.get('wall_s') or 0:.1f} s",
     ]
+    if is_unsafe(summary.get("isolation")):
+        lines.append(
+            "isolation                  UNSAFE: programs ran unconfined (resource limits only); "
+            "their verdicts and measurements are not protected from them"
+        )
     if not summary["samples"]:
         return "\n".join([*lines, "no finished samples"])
     for key, label in (("pass@k_base", "base tests"), ("pass@k", "all tests (base + extra)")):

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import ast
 import doctest
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
-Comparator = Literal["exact", "evalplus-mbpp", "evalplus-humaneval", "stdio", "json", "unwrap"]
+from .comparators import Comparator, Exact, comparator_named
+
 Mode = Literal["call", "expr", "stdio"]
 
 
@@ -27,22 +31,48 @@ class FunctionalSuite:
     Expected outputs are ``expected`` when the dataset states them (asserts, stdin/stdout pairs),
     otherwise computed by running ``reference_code`` in the sandbox (and cached). With a
     reference, per-test time limits derive from its CPU time; without one, ``time_limit_s``
-    applies. The comparison happens in the harness on plain data, so a solution cannot
-    influence it.
+    applies. ``comparator`` (owned by the benchmark; a name of a built-in one, or a
+    :class:`~corebench.harness.comparators.Comparator`) decides whether an output is acceptable;
+    it runs in the harness on plain data, so a solution cannot influence it.
     """
 
     entry_point: str
     reference_code: str
     inputs: dict[str, list[list[Any]]]
     atol: float = 0.0
-    comparator: Comparator = "exact"
-    output_not_none: bool = False  # EvalPlus: the reference output is only checked for not-None
-    fingerprint: str = ""  # identifies the dataset version, for the reference-output cache
+    comparator: Comparator | str = field(default_factory=Exact)
+    fingerprint: str = ""  # identifies the dataset version (recorded; the cache hashes content)
     extra: dict[str, Any] = field(default_factory=dict)
     mode: Mode = "call"
     expected: dict[str, list[Any]] | None = None
     time_limit_s: float | None = None  # per test, when there is no reference to time
     setup_code: str = ""  # run after the solution, before the tests (MBPP's test_setup_code)
+    prelude: str = ""  # run before the solution, in its namespace (a benchmark's implicit imports)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.comparator, str):
+            self.comparator = comparator_named(self.comparator)
+
+    @property
+    def size(self) -> int:
+        """How many tests, over all named suites."""
+        return sum(map(len, self.inputs.values()))
+
+    @cached_property
+    def content_key(self) -> str:
+        """sha256 of everything that determines the reference's outputs and times: its code, how
+        it is run, and every test input (so a changed dataset or option never reuses a cache)."""
+        from .sandbox.codec import encode
+
+        digest = hashlib.sha256()
+        parts = (self.prelude, self.reference_code, self.mode, self.entry_point, self.setup_code)
+        for part in (*parts, self.fingerprint):
+            digest.update(json.dumps(part).encode() + b"\0")
+        for name, tests in self.inputs.items():
+            digest.update(json.dumps(name).encode() + b"\0")
+            for args in tests:
+                digest.update(json.dumps(encode(args), sort_keys=True).encode() + b"\n")
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)

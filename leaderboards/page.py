@@ -30,6 +30,7 @@ SHOWN = {
     "completion_tokens_per_task": "tokens/task",
     "wall_s_per_task": "s/task",
     "training": "training",
+    "isolation": "isolation",
 }
 PERCENT = {"pass@1", "pass@1_base", "pass@1_shared"}
 
@@ -42,6 +43,8 @@ def _cell(column: str, value: Any) -> dict[str, Any]:
         if column in PERCENT:
             return {"text": f"{100 * value:.1f}", "sort": f"{value:.6f}"}
         return {"text": f"{value:.2f}", "sort": f"{value:.6f}"}
+    if column == "isolation" and value == "unsafe":
+        return {"text": "UNSAFE", "sort": value, "title": "programs ran unconfined: not comparable"}
     return {"text": str(value), "sort": str(value)}
 
 

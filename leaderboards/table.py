@@ -11,6 +11,7 @@ import pandas as pd
 
 from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from corebench.harness.records import Verdict
+from corebench.harness.sandbox.isolation import is_unsafe
 from corebench.harness.summary import efficiency, pass_at_k
 
 from .collect import Run
@@ -40,6 +41,7 @@ COLUMNS = [
     "completion_tokens_per_task",
     "wall_s_per_task",
     "latency_s_per_task",
+    "isolation",
     "model_identity",
     "training",
     "corebench_version",
@@ -126,6 +128,10 @@ def _row(key: tuple[str, str, str], runs: list[Run], shared: set[str]) -> dict[s
         # run wall time over tasks (what a task costs with batching), and one task's own latency
         "wall_s_per_task": sum(r.metadata.get("wall_s") or 0.0 for r in runs) / tasks,
         "latency_s_per_task": float(cost["solve_wall_s"].mean()),
+        # "unsafe" when any pooled run let programs run unconfined
+        "isolation": "unsafe"
+        if any(is_unsafe(r.metadata.get("isolation")) for r in runs)
+        else meta.get("isolation", ""),
         "model_identity": model_identity(meta.get("models")),
         "training": training_lineage(meta.get("models")),
         "corebench_version": meta.get("corebench_version", ""),

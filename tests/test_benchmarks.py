@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from corebench.harness import RunConfig, Verdict
+from corebench.harness.comparators import Unwrap
 from corebench.harness.errors import CorebenchError, DatasetMissingError
 from corebench.harness.registry import default_plugins
 from corebench.harness.runner import Runner
@@ -78,7 +79,7 @@ def test_apps_formats_call_based_and_stdio_tasks():
     apps = bench("apps")
     call = next(t for t in apps.tasks() if t.task_id == "APPS/4002")
     assert call.entry_point == "Solution.maxOf" and "class Solution:" in call.prompt
-    assert apps.test_suite("APPS/4002").comparator == "unwrap"  # outputs are stored as [value]
+    assert isinstance(apps.test_suite("APPS/4002").comparator, Unwrap)  # outputs stored as [value]
     stdio = next(t for t in apps.tasks() if t.task_id == "APPS/4003")
     assert stdio.entry_point is None and "standard input" in stdio.prompt
     assert stdio.metadata["level"] == "competition"

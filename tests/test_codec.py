@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from corebench.harness.sandbox.child import (
+from corebench.harness.sandbox.codec import (
     Digest,
     Opaque,
     decode,

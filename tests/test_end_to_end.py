@@ -75,7 +75,7 @@ def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
         "seed": 0,
         "n": 1,
     }
-    assert metadata["isolation"] in ("bwrap", "rlimits")
+    assert metadata["isolation"] == "bwrap"
 
     again = subprocess.run(
         corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=300

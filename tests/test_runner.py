@@ -123,3 +123,39 @@ def test_unknown_task_and_missing_data_are_clear_errors(tmp_path, data_dir, plug
     )
     with pytest.raises(CorebenchError, match=r"MbppPlus-v0.2.0.jsonl.gz not found in .*empty"):
         runner.run()
+
+
+def test_resume_refuses_a_changed_dataset_and_keeps_what_is_stored(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    import gzip
+    import shutil
+
+    scripted.respond = staticmethod(answer_with_reference)
+    config = RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=2)
+    Runner(config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+    changed = tmp_path / "data"
+    changed.mkdir()
+    shutil.copy(data_dir / "mbpp.jsonl.gz", changed)
+    rows = gzip.decompress((data_dir / "MbppPlus-v0.2.0.jsonl.gz").read_bytes())
+    (changed / "MbppPlus-v0.2.0.jsonl.gz").write_bytes(gzip.compress(rows + b"\n"))  # same tasks
+    with pytest.raises(CorebenchError, match=r"made with other inputs: the dataset changed"):
+        Runner(config, tmp_path / "run", data_dir=changed, plugins=plugins_with_scripted).run()
+    assert len(list(Store(tmp_path / "run", create=False).samples())) == 2
+
+
+def test_resume_refuses_changed_model_weights(tmp_path, data_dir, scripted, plugins_with_scripted):
+    scripted.respond = staticmethod(answer_with_reference)
+    weights = {"files": {"model.safetensors": "a" * 64}}
+    scripted.identity = lambda self: {"backend": "scripted", "target": "", **weights}
+    try:
+        first = RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=1)
+        Runner(first, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+        weights["files"] = {"model.safetensors": "b" * 64}  # retrained at the same path
+        store = Store(tmp_path / "run", create=False)
+        store.db.execute("DELETE FROM solutions")  # so that resuming needs the model again
+        store.db.execute("DELETE FROM results")
+        with pytest.raises(CorebenchError, match=r"model weights changed \(files\)"):
+            Runner(first, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+    finally:
+        del scripted.identity

@@ -69,3 +69,24 @@ def test_a_batch_that_does_not_fit_is_split_and_a_single_request_is_one_error(
     monkeypatch.setattr(model, "generate", no_room)
     with pytest.raises(CorebenchError, match=r"out of memory on cpu .* shorter --max-new-tokens"):
         float32_backend.generate_batch(requests()[:2])
+
+
+def test_a_sample_does_not_depend_on_the_batch_it_was_drawn_in(float32_backend):
+    # temperature > 0: each request samples with its own generator, seeded by the request
+    def sampled(prompt: str, seed: int) -> GenerationRequest:
+        return GenerationRequest(
+            messages=[Message(role="user", content=prompt)],
+            max_new_tokens=24,
+            temperature=1.0,
+            top_p=0.95,
+            seed=seed,
+        )
+
+    alone = float32_backend.generate_batch([sampled(PROMPTS[0], 7)])[0].text
+    in_batch = float32_backend.generate_batch(
+        [sampled(PROMPTS[1], 3), sampled(PROMPTS[0], 7), sampled(PROMPTS[2], 11)]
+    )
+    reordered = float32_backend.generate_batch([sampled(PROMPTS[0], 7), sampled(PROMPTS[2], 5)])
+    assert in_batch[1].text == alone == reordered[0].text
+    other_seed = float32_backend.generate_batch([sampled(PROMPTS[0], 8)])[0].text
+    assert other_seed != alone  # it does sample: another seed, another text

@@ -1,6 +1,10 @@
-"""Sandboxed execution: every generated program runs here, in a child process, never in the harness."""
+"""Sandboxed execution: every generated program runs here, in a child process, never in the harness.
 
-from .executor import Executor, Reference
+``Executor`` is the one entry point; ``docs/design.md`` describes the parts behind it.
+"""
+
+from .executor import Executor
 from .isolation import isolation_mode, memory_limit_bytes
+from .oracle import Reference
 
 __all__ = ["Executor", "Reference", "isolation_mode", "memory_limit_bytes"]

@@ -1,262 +1,143 @@
-"""The program that runs inside the sandbox. Standard library only; also imported by the harness
-for its codec (``encode``/``decode``).
+"""The program that runs inside the sandbox (``python -I -S child.py``). Standard library only.
 
-Protocol: the harness writes one JSON job to stdin; the child reports JSON lines on the file
-descriptor that was stdout, after pointing fd 1 and 2 at capped files so that nothing the
-solution prints can be mistaken for a report. The child never sees expected outputs: it only
-calls the function and reports plain-data outputs, which the harness compares itself.
+It reads a :class:`protocol.Job` from fd 0 (a Unix socket to the harness), sets kernel limits,
+reports ``ready`` and then, depending on the suite's mode:
+
+- ``call`` / ``expr``: drops privileges, loads the program into this process and runs its tests
+  (judging) or answers timing requests (a session). From the moment the program loads, nothing
+  this process says is trusted: the harness checks every line and measures CPU time and memory
+  from outside (``supervisor.py``).
+- ``stdio``: never runs the program itself. Each run of a test is a fresh fork, which drops
+  privileges, closes the channel, gets the test's input on fd 0 and a file on fd 1, and runs the
+  program as ``__main__``; this process measures it with ``wait4`` (CPU time of all its threads
+  and reaped children, peak memory) and enforces its CPU and wall-clock limits by SIGKILL. What it
+  reports is trusted: the program cannot reach it.
+
+The child never sees expected outputs; the harness compares outputs itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
+import fcntl
 import json
-import math
 import os
-import pickle
 import resource
+import select
 import signal
+import socket
 import statistics
 import sys
 import time
 import traceback
 
-MAX_DEPTH = 100
-MAX_LOOPS = 10_000  # calls per timed sample at most (efficiency phase)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+import codec  # noqa: E402 - siblings, imported under private names so programs cannot shadow them
+import protocol  # noqa: E402
+
+sys.path.remove(_HERE)
+for _name in ("codec", "protocol"):
+    sys.modules[f"_corebench_{_name}"] = sys.modules.pop(_name)
+
+CHANNEL_FD = 1000  # the socket to the harness, out of the way of the program's own descriptors
+ERROR_FD = 3  # in a stdio run: where the wrapper writes the program's exception
+MAX_LOOPS = 10_000  # calls per timed sample at most
+LOG_CAP = 1 << 20  # bytes of the program's stdout/stderr kept in the logs
+STACK_BYTES = 512 * 1024**2  # main-thread stack for deep recursion (contest programs raise limits)
+PR_SET_DUMPABLE = 4
 
 
-def calibration_work() -> int:
-    """A fixed piece of interpreter work (a loop, arithmetic, calls, a dict, strings). Timed beside
-    a solution in the same process, it says how fast this machine runs Python at that moment."""
-    table: dict[int, int] = {}
-    parts = []
-    for i in range(64):
-        table[i % 13] = table.get(i % 13, 0) + i * i
-        parts.append(str(i))
-    return len("".join(parts)) + sum(table.values())
+class Channel:
+    """The socket to the harness: newline-delimited JSON both ways."""
+
+    def __init__(self, fd: int):
+        self.sock = socket.socket(fileno=fd)
+        self.buffer = b""
+        self._chunk = bytearray(1 << 16)  # reused: a fresh large buffer per read costs an mmap
+
+    def send(self, event: dict, output_json: str | None = None) -> None:
+        line = json.dumps(event)
+        if output_json is not None:  # already JSON: spliced in, not encoded twice
+            line = line[:-1] + ', "output": ' + output_json + "}"
+        self.sock.sendall(line.encode() + b"\n")
+
+    def receive(self) -> dict | None:
+        """The next request, or None once the harness has closed its end."""
+        while b"\n" not in self.buffer:
+            size = self.sock.recv_into(self._chunk)
+            if not size:
+                return None
+            self.buffer += self._chunk[:size]
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def wait_for_close(self) -> None:
+        """Stay alive until the harness has read this process's final accounting."""
+        with contextlib.suppress(OSError):
+            while self.sock.recv(1 << 16):
+                pass
 
 
-def calibration_sample(loops: int) -> float:
-    """Thread CPU seconds per ``calibration_work`` call, over ``loops`` calls."""
-    started = time.thread_time()
-    for _ in range(loops):
-        calibration_work()
-    return (time.thread_time() - started) / loops
+def error_status(exc: BaseException) -> tuple[str, str]:
+    """(status, message) for an exception a program raised."""
+    if isinstance(exc, MemoryError):
+        return "memory", "MemoryError"
+    return "error", f"{type(exc).__name__}: {str(exc)[:500]}"
 
 
-class CpuTimeout(BaseException):
-    """Raised by SIGPROF when a test exceeds its CPU-time limit."""
+def set_limit(name: str, value: int) -> None:
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(getattr(resource, name), (int(value), int(value)))
 
 
-class Opaque:
-    """A decoded value that was not plain data (only its type and repr were kept)."""
-
-    __slots__ = ("type", "repr")
-
-    def __init__(self, type_name: str, text: str):
-        self.type, self.repr = type_name, text
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Opaque) and (self.type, self.repr) == (other.type, other.repr)
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.repr))
-
-    def __repr__(self) -> str:
-        return f"<{self.type} {self.repr}>"
+def set_limits(limits: protocol.Limits) -> None:
+    """Memory, processes and total CPU for this process and its forks (RLIMIT_FSIZE is set where
+    program code runs: the child's own log and input files are not the program's)."""
+    set_limit("RLIMIT_AS", limits.memory)
+    set_limit("RLIMIT_NPROC", limits.nproc)
+    set_limit("RLIMIT_CPU", limits.cpu)
+    set_limit("RLIMIT_CORE", 0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    wanted = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_STACK, (max(soft, wanted), hard))
 
 
-class Digest:
-    """A decoded output too large to report: the sha256 of its canonical encoding."""
-
-    __slots__ = ("hex",)
-
-    def __init__(self, hex_digest: str):
-        self.hex = hex_digest
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Digest) and self.hex == other.hex
-
-    def __hash__(self) -> int:
-        return hash(self.hex)
-
-    def __repr__(self) -> str:
-        return f"<output with sha256 {self.hex[:12]}…>"
+def drop_privileges(uid: int | None) -> None:
+    """A root child runs program code as ``uid`` (nobody): no writing outside its folder, no
+    signalling processes it does not own, RLIMIT_NPROC in force."""
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
 
 
-def reported_output(event: dict):
-    """The output of a test event: decoded plain data, or a Digest for a large one."""
-    if "digest" in event:
-        return Digest(str(event["digest"]))
-    return decode(event.get("output"))
+def not_dumpable() -> None:
+    """Forbid same-user processes (the forked programs) to ptrace this one or open its memory."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-# --- codec: plain Python data <-> JSON, keeping tuples, sets, complex, non-str keys ----------------
-INLINE_OUTPUT_CHARS = 8 * 1024 * 1024  # larger outputs are reported as a digest of their encoding
-_FLAT_TYPES = ({str}, {bool}, {type(None)})
+def install_exit_builtins() -> None:
+    """``exit()`` and ``quit()``, which ``site`` would have added (the child runs with -S)."""
+    import _sitebuiltins
+    import builtins
 
-
-def _flat(items):
-    """``items`` as a list when every element is a JSON scalar that needs no tag (fast path, in C)."""
-    types = set(map(type, items))
-    if not types or types in _FLAT_TYPES:
-        return list(items)
-    if types == {int} and min(items) > -(2**63) and max(items) < 2**63:
-        return list(items)
-    if types == {float} and all(map(math.isfinite, items)):
-        return list(items)
-    return None
-
-
-def _sorted_by_text(encoded):
-    """Canonical order for unordered containers, so equal values encode (and hash) equally."""
-    return sorted(encoded, key=lambda e: json.dumps(e))
-
-
-def encode(value, depth: int = 0):
-    if depth > MAX_DEPTH:
-        raise ValueError("value nested too deeply")
-    d = depth + 1
-    if value is None or type(value) is bool or type(value) is str:
-        return value
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        value = int.__int__(value)
-        return value if abs(value) < 2**63 else {"$": "bigint", "v": hex(value)}
-    if isinstance(value, float):
-        value = float.__float__(value)
-        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, complex):
-        return {"$": "complex", "v": [encode(value.real, d), encode(value.imag, d)]}
-    if isinstance(value, list):
-        flat = _flat(value) if type(value) is list else None
-        return flat if flat is not None else [encode(v, d) for v in list.__iter__(value)]
-    if isinstance(value, tuple):
-        flat = _flat(value) if type(value) is tuple else None
-        return {
-            "$": "tuple",
-            "v": flat if flat is not None else [encode(v, d) for v in tuple.__iter__(value)],
-        }
-    if isinstance(value, frozenset):
-        return {
-            "$": "frozenset",
-            "v": _sorted_by_text(encode(v, d) for v in frozenset.__iter__(value)),
-        }
-    if isinstance(value, set):
-        return {"$": "set", "v": _sorted_by_text(encode(v, d) for v in set.__iter__(value))}
-    if isinstance(value, dict):
-        pairs = [[encode(k, d), encode(v, d)] for k, v in dict.items(value)]
-        return {"$": "dict", "v": sorted(pairs, key=lambda kv: json.dumps(kv[0]))}
-    if isinstance(value, (bytes, bytearray)):
-        return {"$": "bytes", "v": bytes(value).hex()}
-    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
-        return encode(value.tolist(), d)
-    try:
-        text = repr(value)[:1000]
-    except BaseException:  # noqa: BLE001
-        text = "?"
-    return {
-        "$": "opaque",
-        "type": f"{type(value).__module__}.{type(value).__qualname__}",
-        "r": text,
-    }
-
-
-PICKLE_DIGEST_ITEMS = 65_536  # long outputs made of flat rows are hashed from a canonical pickle
-_PLAIN = {str, int, float, bool, type(None)}
-
-
-def _flat_rows(value) -> bool:
-    """Every item is an exact tuple or list of untagged scalars (checked at C speed per item)."""
-    return set(map(type, value)) <= {tuple, list} and all(
-        set(map(type, row)) <= _PLAIN for row in value
-    )
-
-
-def _pickle_digest(value) -> str:
-    """sha256 of a memo-free pickle: equal values give equal bytes whatever object identity they
-    have, and tuples differ from lists. Ten times faster than JSON for rows of strings."""
-    hasher = hashlib.sha256(f"pickle-v1:{type(value).__name__}:".encode())
-    for start in range(0, len(value), 10_000):
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=4)
-        pickler.fast = True  # no memo: canonical for trees of plain values
-        pickler.dump(value[start : start + 10_000])
-        hasher.update(buffer.getvalue())
-    return hasher.hexdigest()
-
-
-def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:
-    """(JSON text, None) for an output, or (None, sha256 of that text) when it exceeds ``limit``.
-
-    Long top-level lists and tuples are encoded item by item, so a huge output never exists
-    twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
-    """
-    if type(value) in (list, tuple) and len(value) > PICKLE_DIGEST_ITEMS and _flat_rows(value):
-        return None, _pickle_digest(value)
-    if type(value) in (list, tuple) and len(value) > 1024 and _flat(value) is None:
-        head, tail = ("[", "]") if type(value) is list else ('{"$": "tuple", "v": [', "]}")
-        items = (json.dumps(encode(item, 1)) for item in value)
-    else:
-        head, tail, items = "", "", iter((json.dumps(encode(value)),))
-    parts, size, hasher = [head], len(head), None
-    for i, text in enumerate(items):
-        piece = text if i == 0 else ", " + text
-        size += len(piece)
-        if hasher is None:
-            parts.append(piece)
-            if size > limit:
-                hasher = hashlib.sha256("".join(parts).encode())
-                parts = []
-        else:
-            hasher.update(piece.encode())
-    if hasher is None:
-        return "".join(parts) + tail, None
-    hasher.update(tail.encode())
-    return None, hasher.hexdigest()
-
-
-def decode(data):
-    """Rebuild plain Python values (only built-in types; never anything the solution defined)."""
-    if isinstance(data, list):
-        return [decode(v) for v in data]
-    if not isinstance(data, dict):
-        return data
-    tag, v = data.get("$"), data.get("v")
-    if tag == "tuple":
-        return tuple(decode(x) for x in v)
-    if tag == "set":
-        return {decode(x) for x in v}
-    if tag == "frozenset":
-        return frozenset(decode(x) for x in v)
-    if tag == "dict":
-        return {decode(k): decode(x) for k, x in v}
-    if tag == "complex":
-        return complex(decode(v[0]), decode(v[1]))
-    if tag == "bigint":
-        return int(v, 16)
-    if tag == "float":
-        return float(v)
-    if tag == "bytes":
-        return bytes.fromhex(v)
-    if tag == "opaque":
-        return Opaque(str(data.get("type")), str(data.get("r")))
-    raise ValueError(f"unknown tag {tag!r}")
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
 
 
 class CappedWriter:
-    """sys.stdout/stderr for the solution: keeps the first bytes, silently drops the rest, so that
-    printing never fails a program (writes to the raw file descriptors still meet RLIMIT_FSIZE)."""
+    """sys.stdout/stderr in call and expr suites: keeps the first bytes, drops the rest, so that
+    printing never fails a function (writes to the raw descriptors still meet RLIMIT_FSIZE)."""
 
     encoding = "utf-8"
     errors = "replace"
 
-    def __init__(self, fd: int, cap: int = 1 << 20):
+    def __init__(self, fd: int, cap: int = LOG_CAP):
         self.fd, self.left = fd, cap
 
     def write(self, text: str) -> int:
@@ -281,238 +162,372 @@ class CappedWriter:
         return self.fd
 
 
-# --- measurement helpers -------------------------------------------------------------------------------
-def _status_kb(field: str) -> int:
+def redirect_output() -> None:
+    """fd 0 from /dev/null; fd 1 and 2 to capped log files in the working folder."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        os.dup2(out, fd)
+        os.close(out)
+    sys.stdout, sys.stderr = CappedWriter(1), CappedWriter(2)
+
+
+# --- call and expr suites: the program lives in this process ------------------------------------
+def load_program(job: protocol.Job, channel: Channel):
+    """Compile and run the program's module code; returns the test function (None in expr
+    mode), or None after reporting why it did not load."""
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # dont_inherit: this file's own `from __future__ import annotations` must not leak into
+        # the program (it would hide a NameError in annotations that plain Python raises).
+        compiled = compile(job.code, "<solution>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        channel.send(
+            {"event": "load", "status": "syntax_error", "error": f"{type(exc).__name__}: {exc}"}
+        )
+        return None, False
+    namespace: dict = {"__name__": "__main__"}
+    try:
+        exec(compiled, namespace)
+        if job.setup:  # a benchmark's own test set-up code (MBPP's test_setup_code)
+            exec(compile(job.setup, "<setup>", "exec", dont_inherit=True), namespace)
+        fn = entry(namespace, job.entry_point) if job.mode == "call" else None
+    except BaseException as exc:  # noqa: BLE001 - anything the program raises
+        if isinstance(exc, (KeyError, AttributeError)) and job.mode == "call":
+            exc = NameError(f"entry point {job.entry_point!r} is not defined")
+        status, error = error_status(exc)
+        channel.send({"event": "load", "status": status, "error": error})
+        return None, False
+    channel.send({"event": "load", "status": "ok"})
+    return (fn, namespace), True
 
 
-def _reset_peak() -> None:
-    try:  # Linux >= 4.0: writing 5 resets the peak RSS (VmHWM) of this process
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def _entry(namespace: dict, name: str):
+def entry(namespace: dict, name: str):
     """The function tests call: ``f``, or ``Class.method`` on a fresh instance (LeetCode style)."""
     owner, _, method = name.rpartition(".")
     return getattr(namespace[owner](), method) if owner else namespace[name]
 
 
-def _run_program(compiled, stdin_text: str) -> str:
-    """Run a whole program as ``__main__`` with ``stdin_text`` as its input; return its stdout.
+def caller(job: protocol.Job, loaded):
+    """(fresh input for a test, call on that input)."""
+    fn, namespace = loaded
+    if job.mode == "expr":
+        compiled: dict[str, object] = {}
 
-    ``exit()`` with status 0 or None ends the program normally; any other status is an error.
-    """
-    stdin = io.TextIOWrapper(io.BytesIO(stdin_text.encode()), encoding="utf-8")
-    captured = io.BytesIO()
-    stdout = io.TextIOWrapper(captured, encoding="utf-8", write_through=True)
-    saved = sys.stdin, sys.stdout
-    sys.stdin, sys.stdout = stdin, stdout
+        def expr_input(test: dict):
+            code = compiled.get(test["expr"])
+            if code is None:
+                code = compiled[test["expr"]] = compile(
+                    test["expr"], "<test>", "eval", dont_inherit=True
+                )
+            return code
+
+        return expr_input, lambda code: eval(code, namespace)
+    decode = codec.decode
+    # A test's input is decoded anew for every call: programs may mutate their arguments.
+    return (lambda test: decode(test["args"])), (lambda args: fn(*args))
+
+
+def output_fields(output) -> tuple[dict, str | None]:
+    """(event fields, JSON text of the output or None) for a test's result."""
     try:
-        exec(compiled, {"__name__": "__main__"})
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            raise RuntimeError(f"exit status {exc.code!r}") from None
+        text, digest = codec.encode_text(output)
+    except BaseException as exc:  # noqa: BLE001
+        return {"status": "error", "error": f"unencodable output: {type(exc).__name__}"}, None
+    if digest is not None:
+        return {"status": "ok", "digest": digest}, None
+    return {"status": "ok"}, text
+
+
+def judge_calls(job: protocol.Job, channel: Channel, loaded) -> None:
+    """Every test once, in order, each reported as it finishes."""
+    fresh, call = caller(job, loaded)
+    timing = job.self_timing
+    for index, test in enumerate(job.tests or []):
+        fields, output_json, cpu = {"event": "test", "i": index}, None, None
+        try:
+            output = call(fresh(test))
+        except BaseException as exc:  # noqa: BLE001
+            status, error = error_status(exc)
+            fields.update(status=status, error=error)
+        else:
+            extra, output_json = output_fields(output)
+            fields.update(extra)
+            del output
+            if timing is not None and fields["status"] == "ok":
+                cpu, calls = self_time(fresh, call, test, timing)
+                fields.update(cpu=cpu, calls=calls)
+        channel.send(fields, output_json)
+        if fields["status"] != "ok" and job.stop_on_error:
+            break
+    channel.send({"event": "done"})
+
+
+def self_time(fresh, call, test: dict, timing: protocol.SelfTiming) -> tuple[float, int]:
+    """Reference solutions only: median thread CPU time per call after warm-up calls, repeating
+    until ``repeats`` calls or ``budget_s`` of CPU (slow tests need few repeats)."""
+    for _ in range(timing.warmup):
+        call(fresh(test))
+    cpus: list[float] = []
+    while len(cpus) < timing.repeats and sum(cpus) < timing.budget_s:
+        args = fresh(test)
+        started = time.thread_time()
+        call(args)
+        cpus.append(time.thread_time() - started)
+    return statistics.median(cpus), len(cpus)
+
+
+def serve_call_session(job: protocol.Job, channel: Channel, loaded) -> None:
+    """Timing requests, one at a time: ``prepare`` decodes fresh inputs (outside the measured
+    window), ``call`` runs the program on all of them (the window the harness measures)."""
+    fresh, call = caller(job, loaded)
+    batch: list = []
+    while (request := channel.receive()) is not None:
+        if request["op"] == "prepare":
+            batch = [fresh(request["test"]) for _ in range(request["copies"])]
+            channel.send({"event": "prepared", "copies": len(batch)})
+            continue
+        fields, output_json = {"event": "called", "status": "ok"}, None
+        try:
+            outputs = [call(args) for args in batch]
+        except BaseException as exc:  # noqa: BLE001
+            status, error = error_status(exc)
+            fields.update(status=status, error=error)
+        else:
+            if request.get("report"):
+                extra, output_json = output_fields(outputs[0])
+                fields.update(extra)
+            del outputs
+        batch = []
+        channel.send(fields, output_json)
+
+
+# --- stdio suites: each run is a fresh fork ----------------------------------------------------
+HIGH_FD = 1100  # descriptors a fork rearranges live above the numbers it assigns (0-4)
+
+
+def high(fd: int) -> int:
+    """``fd`` moved above HIGH_FD, so that dup2 onto 0-4 in the fork never overwrites a source."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, HIGH_FD)
+    os.close(fd)
+    return moved
+
+
+def memfd(name: str, data: bytes = b"") -> int:
+    fd = high(os.memfd_create(name, 0))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def read_all(fd: int, cap: int, rewind: bool = True) -> bytes:
+    if rewind:
+        os.lseek(fd, 0, os.SEEK_SET)
+    chunks, left = [], cap
+    while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def program_process(compiled, job: protocol.Job, fds: dict[str, int], baseline_w: int) -> None:
+    """In the fork: confine, then run the program as ``__main__``; never returns."""
+    status = 0
+    try:
+        os.setsid()  # its own process group: the parent kills whatever it leaves behind
+        os.dup2(fds["stdin"], 0)
+        os.dup2(fds["stdout"], 1)
+        os.dup2(fds["stderr"], 2)
+        os.dup2(fds["error"], ERROR_FD)
+        os.dup2(baseline_w, 4)
+        os.closerange(5, 1 << 16)  # the channel and every other inherited descriptor
+        drop_privileges(job.drop_to)
+        set_limit("RLIMIT_FSIZE", job.limits.fsize)
+        os.write(4, str(rss_kb()).encode())  # baseline memory, before any program code runs
+        os.close(4)
+        sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+        try:
+            exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                os.write(ERROR_FD, f"RuntimeError: exit status {exc.code!r}"[:500].encode())
+                status = 2
+        finally:
+            for stream in (sys.stdout, sys.__stdout__, sys.stderr):
+                with contextlib.suppress(BaseException):
+                    stream.flush()
+    except BaseException as exc:  # noqa: BLE001
+        with contextlib.suppress(BaseException):
+            os.write(ERROR_FD, f"{type(exc).__name__}: {str(exc)[:500]}".encode())
+        status = 1
+    os._exit(status)
+
+
+def run_program(compiled, job: protocol.Job, test: dict, logs: dict[str, int]) -> dict:
+    """One run of the program on one test's input, in a fresh fork, measured here."""
+    fds = {
+        "stdin": memfd("stdin", test["stdin"].encode()),
+        "stdout": memfd("stdout"),
+        "stderr": memfd("stderr"),
+        "error": memfd("error"),
+    }
+    baseline_r, baseline_w = map(high, os.pipe())
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        program_process(compiled, job, fds, baseline_w)
+    os.close(baseline_w)
+    cpu_limit, wall_limit = float(test["cpu_limit"]), float(test["wall_limit"])
+    clock = ((~pid) << 3) | 2  # the process's CPU clock (all its threads), read from outside
+    pidfd = os.pidfd_open(pid)
+    killed = None
+    try:
+        while not select.select([pidfd], [], [], min(0.05, cpu_limit / 4))[0]:
+            with contextlib.suppress(OSError):
+                if time.clock_gettime(clock) > cpu_limit:
+                    killed = "cpu"
+            if time.perf_counter() - started > wall_limit:
+                killed = "wall"
+            if killed:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                break
+        _, wait_status, usage = os.wait4(pid, 0)
     finally:
-        with contextlib.suppress(Exception):
-            stdout.flush()
-        sys.stdin, sys.stdout = saved
-    return captured.getvalue().decode("utf-8", "replace")
+        os.close(pidfd)
+    wall = time.perf_counter() - started
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)  # whatever it left behind in its group
+    baseline = read_all(baseline_r, 64, rewind=False)
+    os.close(baseline_r)
+    cpu = usage.ru_utime + usage.ru_stime
+    peak_kb = max(0, usage.ru_maxrss - int(baseline or b"0"))
+    result = {"cpu": cpu, "wall": wall, "peak_kb": peak_kb}
+    error = read_all(fds["error"], protocol.MAX_TEXT).decode("utf-8", "replace")
+    code = os.waitstatus_to_exitcode(wait_status)
+    if killed or (code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL) and cpu >= cpu_limit):
+        result.update(
+            status="timeout",
+            error=f"{'wall-clock' if killed == 'wall' else 'CPU-time'} limit exceeded",
+        )
+    elif code != 0 or error:
+        status = "memory" if error.startswith("MemoryError") else "error"
+        if not error:
+            error = f"crashed ({signal.Signals(-code).name})" if code < 0 else f"exit status {code}"
+        result.update(status=status, error=error)
+    else:
+        result.update(
+            status="ok", output=read_all(fds["stdout"], job.limits.fsize).decode("utf-8", "replace")
+        )
+    text = read_all(fds["stderr"], LOG_CAP)
+    if text and logs["left"] > 0:
+        os.write(2, text[: logs["left"]])
+        logs["left"] -= len(text)
+    for fd in fds.values():
+        os.close(fd)
+    return result
+
+
+def serve_programs(job: protocol.Job, channel: Channel) -> None:
+    not_dumpable()
+    try:
+        compiled = compile(job.code, "<solution>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+        channel.send(
+            {"event": "load", "status": "syntax_error", "error": f"{type(exc).__name__}: {exc}"}
+        )
+        return
+    channel.send({"event": "load", "status": "ok"})
+    logs = {"left": LOG_CAP}
+    if job.tests is None:  # a timing session: one run per request
+        while (request := channel.receive()) is not None:
+            result = run_program(compiled, job, request["test"], logs)
+            result.pop("output", None)
+            channel.send({"event": "ran", **result})
+        return
+    for index, test in enumerate(job.tests):
+        result = run_program(compiled, job, test, logs)
+        if result["status"] == "ok" and job.self_timing is not None:
+            cpu, calls = time_program(compiled, job, test, logs)
+            if calls:
+                result.update(cpu=cpu, calls=calls)
+        channel.send({"event": "test", "i": index, **result})
+        if result["status"] != "ok" and job.stop_on_error:
+            break
+    channel.send({"event": "done"})
+
+
+def time_program(compiled, job: protocol.Job, test: dict, logs: dict) -> tuple[float, int]:
+    """A reference program's CPU time on one test: median of repeated runs after warm-up."""
+    timing = job.self_timing
+    for _ in range(timing.warmup):
+        run_program(compiled, job, test, logs)
+    cpus: list[float] = []
+    while len(cpus) < timing.repeats and sum(cpus) < timing.budget_s:
+        result = run_program(compiled, job, test, logs)
+        if result["status"] != "ok":
+            break
+        cpus.append(result["cpu"])
+    return (statistics.median(cpus), len(cpus)) if cpus else (0.0, 0)
 
 
 def main() -> None:
-    job = json.loads(sys.stdin.buffer.read())
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    report_fd = os.dup(1)
-    for fd, name in ((1, "stdout.txt"), (2, "stderr.txt")):
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, fd)
-        os.close(out)
-    sys.stdout = CappedWriter(1)
-    sys.stderr = CappedWriter(2)
-
-    def report(output_json: str | None = None, **event) -> None:
-        line = json.dumps(event)
-        if output_json is not None:  # already JSON: spliced in, not encoded twice
-            line = line[:-1] + ', "output": ' + output_json + "}"
-        data = (line + "\n").encode()
-        while data:
-            data = data[os.write(report_fd, data) :]
-
-    limits = job["limits"]
-    for name, value in (
-        ("RLIMIT_AS", limits.get("memory")),
-        ("RLIMIT_FSIZE", limits.get("fsize")),
-        ("RLIMIT_NPROC", limits.get("nproc")),
-        ("RLIMIT_CPU", limits.get("cpu")),
-        ("RLIMIT_CORE", 0),
-    ):
-        if value is not None and hasattr(resource, name):
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(getattr(resource, name), (int(value), int(value)))
-    drop = job.get("drop_privileges")
-    if drop is not None and os.geteuid() == 0:
-        os.setgroups([])
-        os.setgid(drop)
-        os.setuid(drop)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # room for the descriptors above 1000
+    if soft != resource.RLIM_INFINITY and soft < 4096:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    os.dup2(0, CHANNEL_FD)
+    channel = Channel(CHANNEL_FD)
+    line = bytearray()
+    while b"\n" not in line:
+        size = channel.sock.recv_into(channel._chunk)
+        if not size:
+            return
+        line += channel._chunk[:size]
+    line, _, channel.buffer = bytes(line).partition(b"\n")
+    job = protocol.Job.from_line(line)
+    redirect_output()
+    set_limits(job.limits)
+    if job.cpu is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {job.cpu})
+    sys.path.extend(job.sys_path)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-
-    def on_sigprof(signum, frame):
-        raise CpuTimeout()
-
-    signal.signal(signal.SIGPROF, on_sigprof)
-    # CPU time of this (the solution's) thread: while a process-wide CPU timer is armed (the
-    # per-test ITIMER_PROF limit), Linux reads the process clock at scheduler-tick granularity.
-    clock, cpu_clock, setitimer = time.perf_counter, time.thread_time, signal.setitimer
-
-    def error_event(exc: BaseException) -> dict:
-        if isinstance(exc, CpuTimeout):
-            return {"status": "timeout"}
-        if isinstance(exc, MemoryError):
-            return {"status": "memory"}
-        return {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
-
-    # Efficiency phase: a sample of fixed calibration work just before and just after each test's
-    # timed calls, so the harness can relate its time to this machine's speed at that moment (a
-    # VM's speed can change twofold within a tenth of a second). Sized before the solution loads.
-    calibration_loops = 0
-    if job.get("calibration_sample_s"):
-        per_call = max(calibration_sample(10), 1e-9)
-        calibration_loops = max(1, math.ceil(float(job["calibration_sample_s"]) / per_call))
-    sys.path.extend(job.get("sys_path", []))
-    baseline_kb = _status_kb("VmRSS:")
-    report(event="ready", baseline_kb=baseline_kb)
-    namespace: dict = {"__name__": "__main__"}
-    started = clock()
-    try:
-        # dont_inherit: this file's own `from __future__ import annotations` must not leak into the
-        # solution (it would hide a NameError in annotations that plain Python raises).
-        compiled = compile(job["code"], "<solution>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        report(event="load", status="syntax_error", error=f"{type(exc).__name__}: {exc}")
-        os._exit(0)
-    stdio = job.get("mode") == "stdio"  # a whole program per test: stdin in, stdout out
-    try:
-        setitimer(signal.ITIMER_PROF, float(job.get("load_cpu_limit", 5.0)))
-        if not stdio:
-            exec(compiled, namespace)
-            if job.get("setup"):  # a benchmark's own test set-up code (MBPP test_setup_code)
-                exec(compile(job["setup"], "<setup>", "exec", dont_inherit=True), namespace)
-        setitimer(signal.ITIMER_PROF, 0)
-        fn = _entry(namespace, job["entry_point"]) if job.get("entry_point") else None
-    except BaseException as exc:  # noqa: BLE001 - anything the solution raises
-        setitimer(signal.ITIMER_PROF, 0)
-        if isinstance(exc, (KeyError, AttributeError)):
-            exc = NameError(f"entry point {job['entry_point']!r} is not defined")
-        report(event="load", **error_event(exc))
-        os._exit(0)
-    report(event="load", status="ok", load_s=clock() - started)
-
-    repeats = max(1, int(job.get("repeats", 1)))  # efficiency phase: timed calls per test
-    warmup = max(0, int(job.get("warmup", 0)))  # untimed calls before them
-    # Efficiency phase: a timed sample repeats a fast test until it lasts min_sample_s (as timeit's
-    # autorange), so microsecond tests are not measured at the timer's and scheduler's noise level.
-    min_sample = float(job.get("min_sample_s", 0.0))
-    # Reference timing: a slow test stops repeating once its timed calls used this much CPU time;
-    # the timer's relative noise is already small there, and the repeats would dominate the cost.
-    budget = float(job.get("repeat_budget_s", math.inf))
-
-    def fresh_input(test: dict):
-        """A test's input, decoded anew for every call: solutions may mutate their arguments."""
-        return None if stdio or "expr" in test else decode(test["args"])
-
-    def run_test(test: dict, args):
-        """One call: the whole program on stdin, the expression, or the entry point on ``args``."""
-        if stdio:
-            return _run_program(compiled, test["stdin"])
-        if "expr" in test:
-            return eval(compile(test["expr"], "<test>", "eval", dont_inherit=True), namespace)
-        return fn(*args)
-
-    for index, test in enumerate(job["tests"]):
-        walls, cpus, peak_kb, output, outcome = [], [], 0, None, {"status": "ok"}
-        loops, before = 1, None
-        for call in range(warmup + repeats):
-            if calibration_loops and call == warmup:
-                before = calibration_sample(calibration_loops)
-            batch = [fresh_input(test) for _ in range(loops)]  # decoded before the clock starts
-            _reset_peak()
-            rss0 = _status_kb("VmRSS:")
-            wall0, cpu0 = clock(), cpu_clock()
-            try:
-                setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]) * loops)
-                for args in batch:
-                    result = run_test(test, args)
-                setitimer(signal.ITIMER_PROF, 0)
-            except BaseException as exc:  # noqa: BLE001
-                setitimer(signal.ITIMER_PROF, 0)
-                output, outcome = None, error_event(exc)
-                walls.append(clock() - wall0)
-                cpus.append(cpu_clock() - cpu0)
-                break
-            wall, cpu = (clock() - wall0) / loops, (cpu_clock() - cpu0) / loops
-            if loops == 1:  # memory from single calls only (a sample's inputs all exist at once)
-                peak_kb = max(peak_kb, max(_status_kb("VmHWM:"), rss0) - baseline_kb)
-            if call == 0:
-                output = result  # the first call's output is the one judged (always a single call)
-            if call >= warmup:
-                walls.append(wall)
-                cpus.append(cpu)
-            elif call == warmup - 1 and 0 < wall < min_sample:
-                loops = min(MAX_LOOPS, math.ceil(min_sample / wall))
-            del result, batch
-            if sum(cpus) * loops >= budget:
-                break
-        if loops > 1 and outcome["status"] == "ok":  # memory from as many single calls as samples
-            for _ in range(repeats):
-                args = fresh_input(test)
-                _reset_peak()
-                rss0 = _status_kb("VmRSS:")
-                try:
-                    setitimer(signal.ITIMER_PROF, float(test["cpu_limit"]))
-                    run_test(test, args)
-                except BaseException:  # noqa: BLE001 - its timed calls passed; keep their numbers
-                    break
-                finally:
-                    setitimer(signal.ITIMER_PROF, 0)
-                peak_kb = max(peak_kb, max(_status_kb("VmHWM:"), rss0) - baseline_kb)
-        if outcome["status"] == "ok":
-            try:
-                text, digest = encode_text(output)
-                outcome["output_json" if digest is None else "digest"] = text or digest
-            except BaseException as exc:  # noqa: BLE001
-                outcome = {"status": "error", "error": f"unencodable output: {type(exc).__name__}"}
-        timing = {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
-        if repeats > 1:
-            timing["walls"] = walls
-            timing["loops"] = loops
-        if before is not None:  # the calibration work's time around this test's timed calls
-            timing["calibration"] = (before + calibration_sample(calibration_loops)) / 2
-        report(event="test", i=index, peak_kb=max(peak_kb, 0), **timing, **outcome)
-        output = None
-        if outcome["status"] != "ok" and job.get("stop_on_error", True):
-            break
-    report(event="done")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    install_exit_builtins()
+    channel.send({"event": "ready"})  # the harness learns this process's pid from the socket
+    if job.mode == "stdio":
+        serve_programs(job, channel)
+    else:
+        drop_privileges(job.drop_to)
+        set_limit("RLIMIT_FSIZE", job.limits.fsize)
+        loaded, ok = load_program(job, channel)
+        if ok:
+            if job.tests is None:
+                serve_call_session(job, channel, loaded)
+            else:
+                judge_calls(job, channel, loaded)
+    channel.wait_for_close()
     os._exit(0)
 
 
 if __name__ == "__main__":
     try:
         main()
-    except BaseException:  # noqa: BLE001 - report the child's own failure on stderr
+    except BaseException:  # noqa: BLE001 - the child's own failure, on stderr
         traceback.print_exc()
         os._exit(3)

@@ -1,78 +1,46 @@
-"""The executor: runs solutions (and reference solutions) in sandboxed children, a bounded number
-at a time, and turns their reports into verdicts. Used by ``corebench run`` and reward functions."""
+"""The executor: the sandbox's one entry point for ``run``, ``evaluate`` and training rewards.
+
+A thin façade over the package's parts: a bounded number of children at a time (``workers``
+slots), the reference oracle (``oracle.py``), judging runs (``judging.py``) turned into verdicts
+(``verdicts.py``), and timing sessions (``timing.py``), one at a time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
-import re
-import reprlib
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..comparators import Close
 from ..config import (
-    CALIBRATION_SAMPLE_S,
     DEFAULT_TEST_TIME_LIMIT_S,
-    EFFICIENCY_FIXED_LAYOUT,
-    EFFICIENCY_MIN_SAMPLE_S,
-    EFFICIENCY_WARMUP,
     EXAMPLE_TIME_LIMIT_S,
+    MAX_FILE_BYTES,
+    MAX_PROCESSES,
     MAX_TOTAL_TIME_S,
     MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
     REFERENCE_CPU_LIMIT_S,
-    REFERENCE_TIMING_BUDGET_S,
-    REFERENCE_TIMING_REPEATS,
-    REFERENCE_TIMING_WARMUP,
     STARTUP_ALLOWANCE_S,
     TIME_LIMIT_FACTOR,
-    WALL_SLACK_FACTOR,
-    cache_dir,
 )
 from ..errors import CorebenchError
-from ..records import Efficiency, ExecutionResult, TestOutcome, Verdict, calibrated
+from ..records import Efficiency, ExecutionResult, TestOutcome, calibrated
 from ..testsuite import Example, FunctionalSuite
-from .child import encode, reported_output
-from .compare import outputs_match
-from .isolation import isolation_mode, memory_limit_bytes
-from .process import ChildReport, run_child
+from .codec import encode
+from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
+from .judging import Judged, KeepGoing, run_judging, wall_budget
+from .oracle import Oracle, Reference, reference_key
+from .protocol import Job, Limits, call_test, expr_test, stdio_test
+from .supervisor import Budget
+from .timing import Timed, time_program
+from .verdicts import Verdicts
 
-REFERENCE_FORMAT = 5  # bump when the cached reference-output format changes
-
-
-@dataclass
-class Reference:
-    """Expected outputs and the reference solution's CPU time, per suite and test."""
-
-    outputs: dict[str, list[Any]]
-    cpu_s: dict[str, list[float | None]]  # None: no reference time (the suite's limit applies)
-
-
-def test_spec(suite: FunctionalSuite, test_input: list[Any], cpu_limit: float) -> dict[str, Any]:
-    """One test of a child job, as the suite's mode runs it."""
-    if suite.mode == "stdio":
-        return {"stdin": str(test_input[0]), "cpu_limit": cpu_limit}
-    if suite.mode == "expr":
-        return {"expr": str(test_input[0]), "cpu_limit": cpu_limit}
-    return {"args": encode(test_input), "cpu_limit": cpu_limit}
-
-
-def child_job(
-    suite: FunctionalSuite, code: str, tests: list[dict[str, Any]], **extra: Any
-) -> dict[str, Any]:
-    """A child job running ``code`` on ``tests`` the way ``suite`` says."""
-    return {
-        "code": code,
-        "entry_point": suite.entry_point if suite.mode == "call" else None,
-        "mode": suite.mode,
-        "setup": suite.setup_code,
-        "tests": tests,
-        **extra,
-    }
+# A program whose CPU outside the measured windows exceeds this share of the windows' (plus a
+# fixed allowance for the protocol itself) worked where it was not timed: its timing is refused.
+OUTSIDE_CPU_SHARE, OUTSIDE_CPU_ALLOWANCE_S = 0.05, 0.05
+# ... and so does one whose inputs cost more than this many times the reference's to prepare.
+PREPARE_FACTOR, PREPARE_ALLOWANCE_S = 4.0, 20e-6
 
 
 def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
@@ -82,215 +50,166 @@ def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
     return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
 
-# Errors that only a program reaching past the sandbox gets: writing outside its directory,
-# read-only system folders, signals to processes it does not own, the network.
-_VIOLATION = re.compile(
-    r"^(PermissionError|ConnectionRefusedError|gaierror)\b"
-    r"|\[Errno (1|13|30|101)\] (Operation not permitted|Permission denied|Read-only file system"
-    r"|Network is unreachable)"
-)
-
-
-def _status_verdict(status: str, error: str | None = None) -> Verdict:
-    """The verdict for a child's status (and error text: a blocked escape is a violation)."""
-    if status == "error" and error and _VIOLATION.search(error):
-        return Verdict.sandbox_violation
-    return {
-        "timeout": Verdict.timeout,
-        "memory": Verdict.memory_exceeded,
-        "syntax_error": Verdict.syntax_error,
-    }.get(status, Verdict.runtime_error)
-
-
-def death_verdict(report: ChildReport) -> tuple[Verdict, str]:
-    """Why a child stopped reporting before it finished."""
-    if report.killed_by_deadline:
-        return Verdict.timeout, "wall-clock limit exceeded"
-    if report.report_overflow:
-        return Verdict.sandbox_violation, "wrote more than the report limit to the report channel"
-    sig = report.signal_name
-    if sig in ("SIGXCPU", "SIGKILL"):
-        return Verdict.timeout, f"CPU-time limit exceeded ({sig})"
-    if "MemoryError" in report.stderr:
-        return Verdict.memory_exceeded, "MemoryError"
-    if sig:
-        return Verdict.runtime_error, f"crashed ({sig})"
-    return Verdict.runtime_error, f"exited (code {report.returncode}) before finishing its tests"
+def spec_for(suite: FunctionalSuite, test_input: list[Any], cpu_limit: float) -> dict[str, Any]:
+    """One test as the child runs it, in the suite's mode."""
+    if suite.mode == "stdio":
+        return stdio_test(str(test_input[0]), cpu_limit, wall_budget(cpu_limit))
+    if suite.mode == "expr":
+        return expr_test(str(test_input[0]), cpu_limit)
+    return call_test(encode(test_input), cpu_limit)
 
 
 class Executor:
     """Evaluate programs in sandboxed child processes; never in the harness process."""
 
-    def __init__(self, workers: int | None = None, memory_bytes: int | None = None):
-        self.mode = isolation_mode()
+    def __init__(
+        self,
+        workers: int | None = None,
+        memory_bytes: int | None = None,
+        isolation: str | None = None,
+    ):
+        self.mode = isolation_mode(isolation)
         self.memory_bytes = memory_bytes or memory_limit_bytes()
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
-        self._references: dict[str, Reference] = {}
-        self._reference_efficiency: dict[str, tuple[float, float, int, float | None]] = {}
-        self._measuring = asyncio.Lock()
-        self._reference_locks: dict[str, asyncio.Lock] = {}
+        self._timing = asyncio.Lock()  # one timing session at a time: no neighbour distorts it
+        self.oracle = Oracle(self.job, self.run_judging)
+        self._reference_timings: dict[str, Timed] = {}
 
-    async def run(
+    # --- children --------------------------------------------------------------------------------
+    def job(
         self,
-        job: dict[str, Any],
-        deadline_s: float,
-        keep_going: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> ChildReport:
+        suite: FunctionalSuite,
+        code: str,
+        cpu_limits: list[float] | None,
+        **extra: Any,
+    ) -> Job:
+        """A child job running ``code`` on the suite's tests (None: a timing session)."""
+        flat = [args for name in suite.inputs for args in suite.inputs[name]]
+        tests = None
+        if cpu_limits is not None:
+            tests = [spec_for(suite, a, lim) for a, lim in zip(flat, cpu_limits, strict=True)]
+        return self.bare_job(
+            suite.prelude + code if suite.prelude else code,
+            mode=suite.mode,
+            entry_point=suite.entry_point if suite.mode == "call" else None,
+            setup=suite.setup_code,
+            tests=tests,
+            **extra,
+        )
+
+    def bare_job(self, code: str, *, cpu_budget: float = 0.0, **fields: Any) -> Job:
+        tests = fields.get("tests") or []
+        budget = cpu_budget or sum(float(t["cpu_limit"]) for t in tests) * 5 + STARTUP_ALLOWANCE_S
+        return Job(
+            code=code,
+            limits=Limits(
+                memory=self.memory_bytes,
+                fsize=MAX_FILE_BYTES,
+                nproc=MAX_PROCESSES,
+                cpu=int(min(budget, 24 * 3600))
+                + 2,  # a kernel backstop behind the harness's limits
+            ),
+            # Root is exempt from RLIMIT_NPROC and may write anywhere: program code runs as `nobody`
+            # (inside bubblewrap always; without it when `nobody` can run the interpreter).
+            drop_to=NOBODY if drop_to_nobody(self.mode) else None,
+            sys_path=site_packages(),
+            load_cpu_limit=STARTUP_ALLOWANCE_S,
+            **fields,
+        )
+
+    async def run_judging(
+        self,
+        job: Job,
+        budgets: list[Budget],
+        keep_going: KeepGoing | None = None,
+    ) -> Judged:
         async with self._slots:
-            report = await asyncio.to_thread(
-                run_child,
-                job,
-                deadline_s=deadline_s,
-                memory_bytes=self.memory_bytes,
-                mode=self.mode,
-                keep_going=keep_going,
+            judged = await asyncio.to_thread(
+                run_judging, job, budgets, mode=self.mode, keep_going=keep_going
             )
-        if not report.started and not report.killed_by_deadline:
-            why = report.launcher.strip().splitlines()[-1:] or [f"exit code {report.returncode}"]
-            raise CorebenchError(f"the sandbox ({self.mode}) could not start: {why[0]}")
-        return report
+        if judged.stop is not None and judged.stop.kind == "gone" and judged.load is None:
+            launcher = judged.ending.launcher.strip().splitlines()[-1:]
+            if launcher or judged.ending.returncode not in (None, 0):
+                why = launcher[0] if launcher else f"exit code {judged.ending.returncode}"
+                raise CorebenchError(f"the sandbox ({self.mode}) could not start: {why}")
+        return judged
 
     # --- reference outputs ---------------------------------------------------------------------
-    @staticmethod
-    def _reference_key(task_id: str, suite: FunctionalSuite) -> str:
-        material = json.dumps(
-            [
-                REFERENCE_FORMAT,
-                sys.version_info[:2],
-                suite.fingerprint,
-                task_id,
-                suite.reference_code,
-                suite.mode,
-                suite.setup_code,
-            ],
-            default=str,
-        )
-        return hashlib.sha256(material.encode()).hexdigest()[:32]
-
     async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
-        """Expected outputs and reference CPU times: the reference solution is run once (cached on
-        disk); outputs the dataset states (``suite.expected``) take precedence over its outputs."""
-        if suite.expected is not None and not suite.reference_code:
-            return Reference(
-                outputs=suite.expected,
-                cpu_s={name: [None] * len(outs) for name, outs in suite.expected.items()},
-            )
-        key = self._reference_key(task_id, suite)
-        if key in self._references:
-            return self._references[key]
-        lock = self._reference_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if key in self._references:
-                return self._references[key]
-            path = cache_dir() / "references" / f"{key}.json"
-            if path.exists():
-                data = json.loads(path.read_text())
-            else:
-                data = await self._compute_reference(task_id, suite)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(data))
-                tmp.replace(path)
-            outputs = {
-                name: [reported_output(o) for o in outs] for name, outs in data["outputs"].items()
-            }
-            if suite.expected is not None:
-                outputs = suite.expected
-            elif suite.output_not_none:
-                outputs = {name: [o is not None for o in outs] for name, outs in outputs.items()}
-            reference = Reference(outputs, data["cpu_s"])
-            self._references[key] = reference
-            return reference
+        return await self.oracle.reference(task_id, suite)
 
-    async def _compute_reference(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
-        names = list(suite.inputs)
-        flat = [args for name in names for args in suite.inputs[name]]
-        job = child_job(
-            suite,
-            suite.reference_code,
-            [test_spec(suite, args, REFERENCE_CPU_LIMIT_S) for args in flat],
-            stop_on_error=False,
-            warmup=REFERENCE_TIMING_WARMUP,  # a first call pays for lazy imports and caches
-            repeats=REFERENCE_TIMING_REPEATS,
-            repeat_budget_s=REFERENCE_TIMING_BUDGET_S,  # slow tests: fewer timed calls
+    # --- solutions -----------------------------------------------------------------------------
+    async def evaluate(
+        self,
+        task_id: str,
+        sample_index: int,
+        code: str,
+        suite: FunctionalSuite,
+        stop_on_failure: bool = True,
+    ) -> ExecutionResult:
+        """Run ``code`` on the hidden tests and compare each output with the expected one as it
+        arrives; by default the child is stopped at the first failing test (as EvalPlus does);
+        ``stop_on_failure=False`` runs every test, after wrong answers and errors too."""
+        reference = await self.reference(task_id, suite)
+        plan = [
+            (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
+        ]
+        limits = [time_limit(suite, reference.cpu_s[name][i]) for name, i, _ in plan]
+        verdicts = Verdicts(plan, reference.outputs, suite.comparator)
+        judged = await self.run_judging(
+            self.job(suite, code, limits, stop_on_error=stop_on_failure),
+            _budgets(limits, suite.mode),
+            verdicts.keep_going(stop_on_failure),
         )
-        calls = REFERENCE_TIMING_WARMUP + REFERENCE_TIMING_REPEATS
-        report = await self.run(job, deadline_s=REFERENCE_CPU_LIMIT_S * max(1, len(flat)) * calls)
-        tests = report.tests()
-        bad = [i for i in range(len(flat)) if tests.get(i, {}).get("status") != "ok"]
-        if bad and suite.expected is not None:  # only its times are wanted; failures get none
-            tests = {i: e for i, e in tests.items() if i not in bad}
-        elif bad:
-            first = tests.get(bad[0], {})
-            why = first.get("error") or first.get("status") or death_verdict(report)[1]
-            raise CorebenchError(
-                f"reference solution of {task_id} fails on {len(bad)} of {len(flat)} inputs ({why})"
-            )
-        outputs: dict[str, list[Any]] = {}
-        cpu: dict[str, list[float]] = {}
-        index = 0
-        for name in names:
-            count = len(suite.inputs[name])
-            outputs[name] = [_stored_output(tests.get(i, {})) for i in range(index, index + count)]
-            cpu[name] = [
-                tests[i]["cpu"] if i in tests else None for i in range(index, index + count)
-            ]
-            index += count
-        return {"outputs": outputs, "cpu_s": cpu}
+        return verdicts.result(task_id, sample_index, judged)
 
-    # --- efficiency ------------------------------------------------------------------------------------
-    async def _timed(self, code: str, suite: FunctionalSuite, repeats: int) -> ChildReport:
-        plan = [args for name in suite.inputs for args in suite.inputs[name]]
-        job = child_job(
-            suite,
+    async def run_examples(self, code: str, examples: list[Example]) -> list[TestOutcome]:
+        """Run a system's own code on visible examples (for debugging agents, not for scoring).
+        Every example runs, so the feedback lists all that fail."""
+        plan = [("examples", i, []) for i in range(len(examples))]
+        limits = [EXAMPLE_TIME_LIMIT_S] * len(examples)
+        verdicts = Verdicts(plan, {"examples": [e.expected for e in examples]}, Close())
+        job = self.bare_job(
             code,
-            [test_spec(suite, args, REFERENCE_CPU_LIMIT_S) for args in plan],
-            repeats=repeats,
-            warmup=EFFICIENCY_WARMUP,
-            min_sample_s=EFFICIENCY_MIN_SAMPLE_S,
-            calibration_sample_s=CALIBRATION_SAMPLE_S,
-            fixed_layout=EFFICIENCY_FIXED_LAYOUT,
+            mode="expr",
+            tests=[expr_test(e.expr, EXAMPLE_TIME_LIMIT_S) for e in examples],
+            stop_on_error=False,
         )
-        async with self._measuring:  # one measurement at a time: no neighbour distorts the timings
-            report = await self.run(
-                job, deadline_s=MAX_TOTAL_TIME_S * (repeats + EFFICIENCY_WARMUP)
-            )
-        if len(report.tests()) != len(plan) or any(
-            e.get("status") != "ok" for e in report.tests().values()
-        ):
-            raise CorebenchError("a solution that passed failed during the efficiency phase")
-        return report
+        judged = await self.run_judging(job, _budgets(limits, "expr"))
+        result = verdicts.result("examples", 0, judged)
+        if result.tests and len(result.tests) == len(examples):
+            return result.tests
+        # it did not load, or stopped: every example not reported gets the same reason
+        reason = result.first_failure or result.verdict.value
+        done = {t.index: t for t in result.tests}
+        return [
+            done.get(i)
+            or TestOutcome(suite="examples", index=i, verdict=result.verdict, detail=reason)
+            for i in range(len(examples))
+        ]
 
-    @staticmethod
-    def _totals(report: ChildReport) -> tuple[float, float, int, float | None]:
-        """Wall and CPU seconds summed over tests, peak memory, and the calibration time that makes
-        ``calibrated(cpu, calibration)`` the sum over tests of the median calibrated call."""
-        tests = report.tests().values()
-        cpu = sum(e["cpu"] for e in tests)
-        calibration = None
-        if all(e.get("calibration", 0) > 0 for e in tests):
-            # each test in units of the calibration work around it, so the machine's drift cancels
-            units = sum(e["cpu"] / e["calibration"] for e in tests)
-            calibration = cpu / units if units > 0 else None
-        return (
-            sum(e["wall"] for e in tests),
-            cpu,
-            max(int(e.get("peak_kb", 0)) for e in tests) * 1024,
-            calibration,
-        )
+    # --- efficiency ----------------------------------------------------------------------------
+    async def _timed(self, code: str, suite: FunctionalSuite, repeats: int) -> Timed:
+        flat = [args for name in suite.inputs for args in suite.inputs[name]]
+        specs = [spec_for(suite, args, REFERENCE_CPU_LIMIT_S) for args in flat]
+        job = self.job(suite, code, None, cpu_budget=MAX_TOTAL_TIME_S * (repeats + 2) * 4)
+        async with self._timing:
+            return await asyncio.to_thread(time_program, job, specs, repeats, mode=self.mode)
 
     async def measure(
         self, task_id: str, code: str, suite: FunctionalSuite, repeats: int
     ) -> Efficiency:
-        """Runtime and memory of a passing solution and of the reference, measured alike."""
-        key = self._reference_key(task_id, suite)
-        if key not in self._reference_efficiency:
-            self._reference_efficiency[key] = self._totals(
-                await self._timed(suite.reference_code, suite, repeats)
-            )
-        ref_wall, ref_cpu, ref_peak, ref_calibration = self._reference_efficiency[key]
-        wall, cpu, peak, calibration = self._totals(await self._timed(code, suite, repeats))
+        """CPU time and memory of a passing solution and of the reference, measured alike;
+        CorebenchError when the solution cannot be measured honestly."""
+        key = reference_key(task_id, suite)
+        if key not in self._reference_timings:
+            self._reference_timings[key] = await self._timed(suite.reference_code, suite, repeats)
+        ref = self._reference_timings[key]
+        mine = await self._timed(code, suite, repeats)
+        _check_honest(mine, ref)
+        wall, cpu, peak, calibration = _totals(mine)
+        ref_wall, ref_cpu, ref_peak, ref_calibration = _totals(ref)
         return Efficiency(
             repeats=repeats,
             runtime_s=wall,
@@ -301,217 +220,53 @@ class Executor:
             reference_cpu_s=ref_cpu,
             reference_peak_memory_bytes=ref_peak,
             reference_calibration_s=ref_calibration,
-            # CPU time (unlike wall time it does not grow while a loaded machine runs others), each
-            # side in units of its own child's calibration work: the machine's speed drifts between
-            # the two measurements
+            # each side in units of the calibration work timed around it: the machine's speed
+            # drifts between the two measurements
             runtime_ratio=calibrated(cpu, calibration) / calibrated(ref_cpu, ref_calibration)
             if ref_cpu > 0
             else float("nan"),
             memory_ratio=max(peak, MEMORY_FLOOR_BYTES) / max(ref_peak, MEMORY_FLOOR_BYTES),
+            test_cpu_s=[t.cpu_s for t in mine.tests],
+            test_peak_memory_bytes=[1024 * t.peak_kb for t in mine.tests],
         )
 
-    # --- solutions -----------------------------------------------------------------------------------
-    async def evaluate(
-        self,
-        task_id: str,
-        sample_index: int,
-        code: str,
-        suite: FunctionalSuite,
-        stop_on_failure: bool = True,
-    ) -> ExecutionResult:
-        """Run ``code`` on the hidden inputs and compare each output with the reference as it
-        arrives; by default the child is stopped at the first failing test (as EvalPlus does);
-        ``stop_on_failure=False`` runs every test, after wrong answers and errors too."""
-        reference = await self.reference(task_id, suite)
-        plan = [
-            (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
-        ]
-        limits = [time_limit(suite, reference.cpu_s[name][i]) for name, i, _ in plan]
-        job = child_job(
-            suite,
-            code,
-            [test_spec(suite, args, lim) for (_, _, args), lim in zip(plan, limits, strict=True)],
-            load_cpu_limit=STARTUP_ALLOWANCE_S,
-            stop_on_error=stop_on_failure,
+
+def _budgets(limits: list[float], mode: str) -> list[Budget]:
+    """The harness's allowance per test. A stdio child enforces each run's limits itself (its
+    program runs in a process of its own), so the harness only bounds the wall clock there."""
+    if mode == "stdio":
+        return [Budget(None, wall_budget(limit) + STARTUP_ALLOWANCE_S) for limit in limits]
+    return [Budget(limit, wall_budget(limit)) for limit in limits]
+
+
+def _totals(timed: Timed) -> tuple[float, float, int, float | None]:
+    """Wall and CPU seconds summed over tests, peak memory, and the calibration time that makes
+    ``calibrated(cpu, calibration)`` the sum over tests of each test's calibrated CPU time."""
+    cpu = sum(t.cpu_s for t in timed.tests)
+    units = sum(t.cpu_s / t.calibration_s for t in timed.tests if t.calibration_s > 0)
+    calibration = cpu / units if units > 0 else None
+    return (
+        sum(t.wall_s for t in timed.tests),
+        cpu,
+        max((t.peak_kb for t in timed.tests), default=0) * 1024,
+        calibration,
+    )
+
+
+def _check_honest(mine: Timed, ref: Timed) -> None:
+    """Refuse a timing that the program could have shaped: CPU spent where no window measured
+    it, or inputs that took much longer to prepare than the same inputs for the reference."""
+    if mine.outside_cpu_s > OUTSIDE_CPU_ALLOWANCE_S + OUTSIDE_CPU_SHARE * mine.windows_cpu_s:
+        raise CorebenchError(
+            f"the program used {mine.outside_cpu_s:.3f} s of CPU outside its timed calls"
         )
-        deadline = min(MAX_TOTAL_TIME_S, WALL_SLACK_FACTOR * sum(limits)) + STARTUP_ALLOWANCE_S
-        checked: dict[int, tuple[Any, bool]] = {}
-
-        def keep_going(event: dict[str, Any]) -> bool:
-            index = event.get("i")
-            if event.get("event") != "test" or not isinstance(index, int) or index in checked:
-                return True
-            if not 0 <= index < len(plan) or event.get("status") != "ok":
-                return True  # the child stops by itself after an error
-            checked[index] = self._check(event, plan[index], reference, suite)
-            return checked[index][1] or not stop_on_failure
-
-        report = await self.run(job, deadline_s=deadline, keep_going=keep_going)
-        return self._judge(task_id, sample_index, suite, plan, reference, report, checked)
-
-    async def run_examples(self, code: str, examples: list[Example]) -> list[TestOutcome]:
-        """Run a system's own code on visible examples (for debugging agents, not for scoring).
-
-        Every example runs, so the feedback lists all that fail; details show what the code gave.
-        """
-        job = {
-            "code": code,
-            "tests": [{"expr": ex.expr, "cpu_limit": EXAMPLE_TIME_LIMIT_S} for ex in examples],
-            "load_cpu_limit": STARTUP_ALLOWANCE_S,
-            "stop_on_error": False,
-        }
-        deadline = WALL_SLACK_FACTOR * EXAMPLE_TIME_LIMIT_S * len(examples) + STARTUP_ALLOWANCE_S
-        report = await self.run(job, deadline_s=deadline)
-        load = report.first("load")
-        if load is None or load.get("status") != "ok":
-            if load is None:
-                verdict, detail = death_verdict(report)
-            else:
-                verdict = _status_verdict(load["status"], load.get("error"))
-                detail = load.get("error") or load["status"]
-            return [
-                TestOutcome(suite="examples", index=i, verdict=verdict, detail=detail)
-                for i in range(len(examples))
-            ]
-        events = report.tests()
-        outcomes = []
-        for i, example in enumerate(examples):
-            event = events.get(i)
-            if event is None:
-                verdict, detail = death_verdict(report)
-            elif event.get("status") == "timeout":
-                verdict, detail = Verdict.timeout, f"no result within {EXAMPLE_TIME_LIMIT_S} s"
-            elif event.get("status") != "ok":
-                verdict = _status_verdict(event.get("status", ""), event.get("error"))
-                detail = event.get("error") or event.get("status")
-            else:
-                try:
-                    output = reported_output(event)
-                except Exception:
-                    output = _Unreadable
-                if outputs_match(output, example.expected, [], _EXAMPLES):
-                    verdict, detail = Verdict.passed, None
-                else:
-                    verdict, detail = Verdict.wrong_answer, f"got {_short(output)}"
-            outcomes.append(TestOutcome(suite="examples", index=i, verdict=verdict, detail=detail))
-        return outcomes
-
-    @staticmethod
-    def _check(
-        event: dict[str, Any],
-        planned: tuple[str, int, Any],
-        reference: Reference,
-        suite: FunctionalSuite,
-    ) -> tuple[Any, bool]:
-        """The decoded output of a test event and whether it matches the reference's."""
-        name, i, args = planned
-        try:
-            output = reported_output(event)
-        except Exception:  # malformed report: treat as a wrong answer
-            output = _Unreadable
-        return output, outputs_match(output, reference.outputs[name][i], args, suite)
-
-    def _judge(
-        self,
-        task_id: str,
-        sample_index: int,
-        suite: FunctionalSuite,
-        plan: list[tuple[str, int, Any]],
-        reference: Reference,
-        report: ChildReport,
-        checked: dict[int, tuple[Any, bool]],
-    ) -> ExecutionResult:
-        result = ExecutionResult(
-            task_id=task_id,
-            sample_index=sample_index,
-            verdict=Verdict.passed,
-            stdout=report.stdout,
-            stderr=report.stderr,
-            isolation=report.isolation,
-            wall_s=report.wall_s,
-        )
-        load = report.first("load")
-        if load is None or load.get("status") != "ok":
-            if load is None:
-                verdict, detail = death_verdict(report)
-            else:
-                verdict, detail = (
-                    _status_verdict(load["status"], load.get("error")),
-                    load.get("error") or load["status"],
-                )
-            result.verdict, result.first_failure = verdict, f"while loading: {detail}"
-            result.suite_verdicts = {name: verdict for name in suite.inputs}
-            return result
-
-        events = report.tests()
-        for index, (name, i, args) in enumerate(plan):
-            event = events.get(index)
-            if (
-                event is None
-            ):  # the child stopped: the test in progress gets the reason, the rest did not run
-                if result.verdict is Verdict.passed:
-                    verdict, detail = death_verdict(report)
-                    result.tests.append(
-                        TestOutcome(suite=name, index=i, verdict=verdict, detail=detail)
-                    )
-                    self._fail(result, name, verdict, f"{name} test {i}: {detail}")
-                break
-            outcome = TestOutcome(
-                suite=name,
-                index=i,
-                verdict=Verdict.passed,
-                wall_s=event.get("wall"),
-                cpu_s=event.get("cpu"),
-                peak_memory_bytes=int(event.get("peak_kb", 0)) * 1024,
+    for index, (m, r) in enumerate(zip(mine.tests, ref.tests, strict=True)):
+        if m.prepare_s is None or r.prepare_s is None:
+            continue
+        mine_units, ref_units = m.prepare_s / m.calibration_s, r.prepare_s / r.calibration_s
+        allowed = PREPARE_FACTOR * ref_units + PREPARE_ALLOWANCE_S / r.calibration_s
+        if mine_units > allowed:
+            raise CorebenchError(
+                f"preparing test {index}'s input cost {1e6 * m.prepare_s:.1f} µs against the "
+                f"reference's {1e6 * r.prepare_s:.1f} µs: the program works outside its timed calls"
             )
-            if event.get("status") != "ok":
-                outcome.verdict = _status_verdict(event.get("status", ""), event.get("error"))
-                outcome.detail = event.get("error") or event.get("status")
-            else:
-                output, matched = checked.get(index) or self._check(
-                    event, plan[index], reference, suite
-                )
-                if not matched:
-                    outcome.verdict = Verdict.wrong_answer
-                    outcome.detail = f"input {_short(args)}: got {_short(output)}, expected {_short(reference.outputs[name][i])}"
-            result.tests.append(outcome)
-            if outcome.verdict is not Verdict.passed:
-                self._fail(result, name, outcome.verdict, f"{name} test {i}: {outcome.detail}")
-        for name in suite.inputs:
-            ran = [t for t in result.tests if t.suite == name]
-            if name not in result.suite_verdicts:  # no failure seen: passed only if every test ran
-                complete = len(ran) == len(suite.inputs[name])
-                result.suite_verdicts[name] = Verdict.passed if complete else result.verdict
-        result.runtime_s = sum(t.wall_s or 0.0 for t in result.tests)
-        result.cpu_s = sum(t.cpu_s or 0.0 for t in result.tests)
-        result.peak_memory_bytes = max((t.peak_memory_bytes or 0 for t in result.tests), default=0)
-        return result
-
-    @staticmethod
-    def _fail(result: ExecutionResult, suite_name: str, verdict: Verdict, detail: str) -> None:
-        if result.verdict is Verdict.passed:
-            result.verdict, result.first_failure = verdict, detail
-        result.suite_verdicts.setdefault(suite_name, verdict)
-
-
-_Unreadable = object()
-_EXAMPLES = FunctionalSuite(entry_point="", reference_code="", inputs={})
-
-
-def _stored_output(event: dict[str, Any]) -> dict[str, Any]:
-    """What the reference cache keeps of a test event: its output or its digest."""
-    return {key: event[key] for key in ("output", "digest") if key in event}
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 120
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 8
-
-
-def _short(value: Any, limit: int = 200) -> str:
-    """A bounded, never-failing description of an input or output for failure messages."""
-    try:
-        text = _REPR.repr(value)
-    except ValueError:  # e.g. an int beyond Python's digit limit for str()
-        text = f"<{type(value).__name__} too large to print>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,4 +1,4 @@
-"""How a child process is confined: bubblewrap namespaces when available, rlimits always."""
+"""How a child process is confined: bubblewrap namespaces (or, only when asked, rlimits alone)."""
 
 from __future__ import annotations
 
@@ -50,33 +50,56 @@ def _bwrap_works(bwrap: str) -> bool:
     return probe.returncode == 0
 
 
+BWRAP, UNSAFE = "bwrap", "unsafe"
+INSTALL_BWRAP = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
+    "bubblewrap; Arch: pacman -S bubblewrap)"
+)
+
+
+def is_unsafe(mode: str | None) -> bool:
+    """Whether a run's recorded isolation is the unsafe one (``rlimits`` in runs stored before)."""
+    return mode in (UNSAFE, "rlimits")
+
+
 @functools.cache
-def isolation_mode() -> str:
-    """'bwrap' or 'rlimits', from $COREBENCH_ISOLATION (auto|bwrap|rlimits)."""
-    wanted = os.environ.get(ENV_ISOLATION, "auto")
-    bwrap = shutil.which("bwrap")
-    usable = bool(bwrap) and sys.platform.startswith("linux") and _bwrap_works(bwrap)
-    if wanted == "rlimits":
-        return "rlimits"
-    if wanted == "bwrap" and not usable:
+def isolation_mode(wanted: str | None = None) -> str:
+    """'bwrap' or 'unsafe', from ``wanted`` or $COREBENCH_ISOLATION (auto | bwrap | unsafe).
+
+    ``auto`` (the default) needs bubblewrap and refuses without it: generated code never runs
+    silently without isolation. ``unsafe`` runs it with resource limits only, as the user
+    explicitly asked; runs record it and ``show`` and the leaderboard display it.
+    """
+    wanted = (wanted or os.environ.get(ENV_ISOLATION) or "auto").lower()
+    if wanted == "rlimits":  # the name this mode had before
+        wanted = UNSAFE
+    if wanted not in ("auto", BWRAP, UNSAFE):
         raise CorebenchError(
-            f"{ENV_ISOLATION}=bwrap but bubblewrap is not usable here (install the `bubblewrap` package)"
+            f"unknown isolation {wanted!r} (auto, bwrap, or unsafe to run without a sandbox)"
         )
-    if not usable:
+    if wanted == UNSAFE:
         as_root = (
             " and AS ROOT (`nobody` cannot read this Python installation), with write access to "
             "the whole file system"
-            if not drop_to_nobody("rlimits")
+            if not drop_to_nobody(UNSAFE)
             else ""
         )
         warnings.warn(
-            "bubblewrap is not available: solutions run with resource limits only, without "
-            f"filesystem and network isolation{as_root} (install the `bubblewrap` package)",
+            "isolation is unsafe: generated programs run with resource limits only, without "
+            f"filesystem, network and process isolation{as_root}; their measurements are not "
+            "protected from them either",
             IsolationWarning,
             stacklevel=2,
         )
-        return "rlimits"
-    return "bwrap"
+        return UNSAFE
+    bwrap = shutil.which("bwrap")
+    if bwrap and sys.platform.startswith("linux") and _bwrap_works(bwrap):
+        return BWRAP
+    raise CorebenchError(
+        "bubblewrap is not available, so generated code cannot run isolated: "
+        f"{INSTALL_BWRAP}, or accept running it unconfined with --isolation unsafe "
+        f"(${ENV_ISOLATION}=unsafe)"
+    )
 
 
 @functools.cache
@@ -101,13 +124,13 @@ def nobody_can_run_python() -> bool:
 def drop_to_nobody(mode: str) -> bool:
     """A root harness runs solutions as `nobody`: always inside bubblewrap, and without it when
     `nobody` can still run the interpreter."""
-    return os.geteuid() == 0 and (mode == "bwrap" or nobody_can_run_python())
+    return os.geteuid() == 0 and (mode == BWRAP or nobody_can_run_python())
 
 
 def _readonly_roots() -> list[str]:
     roots = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc"}
     roots |= {sys.prefix, sys.base_prefix, sys.exec_prefix, sysconfig.get_paths()["stdlib"]}
-    roots |= {p for p in sys.path if p and os.path.isdir(p)}
+    roots |= {os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)}
     roots.add(str(Path(__file__).parent))
     real = sorted(
         {os.path.realpath(r) for r in roots if os.path.exists(r)}
@@ -128,7 +151,7 @@ def child_command(workdir: str, mode: str, fixed_layout: bool = False) -> tuple[
     python = [sys.executable, "-I", "-S", "-B", child]
     setarch = shutil.which("setarch") if fixed_layout and sys.platform.startswith("linux") else None
     prefix = [setarch, "--addr-no-randomize"] if setarch else []
-    if mode != "bwrap":
+    if mode != BWRAP:
         return prefix + python, workdir
     argv = [*prefix, shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session"]
     argv += [
@@ -143,7 +166,10 @@ def child_command(workdir: str, mode: str, fixed_layout: bool = False) -> tuple[
             "--unshare-user"
         )  # unprivileged bubblewrap; root instead drops to NOBODY in the child
     # /tmp first: the binds below may live under it (a checkout or venv in /tmp) and must stay visible.
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # /proc read-only: a program cannot reset its own memory high-water mark (the harness resets
+    # it through the host's /proc); /tmp first: the binds below may live under it (a checkout or
+    # venv in /tmp) and must stay visible.
+    argv += ["--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc", "--tmpfs", "/tmp"]
     roots = _readonly_roots()
     # Parents that bubblewrap would create as 0700: make them traversable for `nobody`.
     parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - set(roots))

@@ -15,7 +15,6 @@ from corebench.harness import (
     hookimpl,
 )
 from corebench.harness.config import MANIFEST_NAME
-from corebench.harness.context import derive_seed
 from corebench.harness.metadata import file_fingerprint
 
 
@@ -165,11 +164,17 @@ class TransformersBackend(BatchingBackend):
             "max_new_tokens": max(r.max_new_tokens for r in requests),
             "pad_token_id": tok.pad_token_id,
         }
+        # greedy decoding; at temperature > 0 each request samples with its own generator, so its
+        # tokens do not depend on which requests share its batch (sampling.py)
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if first.temperature > 0:
-            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
-            torch.manual_seed(derive_seed(*(r.seed for r in requests)))
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+            from transformers import LogitsProcessorList
+
+            from corebench.plugins.backends.sampling import PerRequestSampler
+
+            seeds = [r.seed if r.seed is not None else 0 for r in requests]
+            sampler = PerRequestSampler(seeds, first.temperature, first.top_p, self.device)
+            kwargs["logits_processor"] = LogitsProcessorList([sampler])
         if first.stop:
             kwargs.update(stop_strings=first.stop, tokenizer=tok)
         started = time.perf_counter()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness.comparators import Tokens, Unwrap
 from corebench.harness.errors import UnknownNameError
 
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
@@ -59,7 +60,7 @@ class Apps(ContestBenchmark):
                 reference_code=solutions[0] if solutions else "",
                 inputs={"tests": [list(args) for args in inputs]},
                 expected={"tests": outputs},
-                comparator="unwrap",
+                comparator=Unwrap(),  # as APPS's grader: [value] or value
             )
         else:
             entry = None
@@ -68,7 +69,7 @@ class Apps(ContestBenchmark):
                 reference_code=solutions[0] if solutions else "",
                 inputs={"tests": [[_text(i)] for i in inputs]},
                 expected={"tests": [_text(o) for o in outputs]},
-                comparator="stdio",
+                comparator=Tokens(),  # a contest checker; APPS's own grader compares sets of tokens
                 mode="stdio",
             )
         # train and test both number their problems from 0: train ids name their split

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness.comparators import Tokens
 from corebench.harness.errors import UnknownNameError
 
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
@@ -30,6 +31,10 @@ SOURCES = {
 }
 PYTHON3 = 3  # the dataset's language enum (1 is Python 2, which cannot serve as a reference)
 SUITES = ("public_tests", "private_tests", "generated_tests")
+# As DeepMind's own checker: tokens compared ignoring case, numbers within 1e-5 (where it compares
+# integers as doubles, corebench compares them exactly; it also allows the tolerance relatively
+# above 1, where doubles cannot hold an absolute 1e-5).
+CHECKER = Tokens(float_tolerance=1e-5, case_sensitive=False)
 
 
 class CodeContests(ContestBenchmark):
@@ -98,7 +103,7 @@ class CodeContests(ContestBenchmark):
                 reference_code=python3[0] if python3 else "",
                 inputs=inputs,
                 expected=expected,
-                comparator="stdio",
+                comparator=CHECKER,
                 mode="stdio",
                 time_limit_s=seconds or None,
             ),

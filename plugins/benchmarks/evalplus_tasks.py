@@ -14,6 +14,7 @@ from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.config import ENV_DATA_DIR, offline
 from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
 from corebench.harness.testsuite import docstring_examples
+from corebench.plugins.benchmarks.evalplus_oracles import EvalPlusComparator
 from corebench.plugins.benchmarks.mbpp_original import MbppProblem, load_mbpp
 
 _ASSERT_LINE = re.compile(r"^\s*assert .+$", re.MULTILINE)
@@ -129,13 +130,11 @@ class EvalPlusBenchmark(Benchmark):
                 "plus": self._inputs(task_id, p["plus_input"]),
             },
             atol=float(p.get("atol") or 0.0),
-            comparator=f"evalplus-{self.dataset}",  # type: ignore[arg-type]
-            output_not_none=self._output_not_none(p),
+            comparator=EvalPlusComparator(
+                self.dataset, p["entry_point"], float(p.get("atol") or 0.0)
+            ),
             fingerprint=self.fingerprint,
         )
-
-    def _output_not_none(self, problem: dict[str, Any]) -> bool:
-        return False
 
 
 class MbppPlus(EvalPlusBenchmark):
@@ -196,11 +195,6 @@ class MbppPlus(EvalPlusBenchmark):
         from evalplus.data.mbpp import mbpp_deserialize_inputs
 
         return mbpp_deserialize_inputs(task_id, inputs)
-
-    def _output_not_none(self, problem: dict[str, Any]) -> bool:
-        from corebench.harness.sandbox.compare import MBPP_OUTPUT_NOT_NONE_TASKS
-
-        return problem["entry_point"] in MBPP_OUTPUT_NOT_NONE_TASKS
 
 
 class HumanEvalPlus(EvalPlusBenchmark):

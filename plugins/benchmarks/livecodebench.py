@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness.comparators import JsonEqual, Tokens
 from corebench.harness.errors import CorebenchError
 
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
@@ -27,6 +28,33 @@ from .hub_data import HubDataset
 
 RELEASES = 6  # release_v1 … release_v6
 TIME_LIMIT_S = 6.0  # per test, as LiveCodeBench's own runner
+# LiveCodeBench's runner runs every program after star-imports of these modules (and the modules
+# themselves), so a program that forgot an import still runs; its published scores assume it.
+PRELUDE_MODULES = [
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "heapq",
+    "bisect",
+    "copy",
+    "math",
+    "random",
+    "statistics",
+    "itertools",
+    "functools",
+    "operator",
+    "io",
+    "sys",
+    "json",
+    "builtins",
+    "typing",
+]
+PRELUDE = (
+    "".join(f"from {m} import *\n" for m in PRELUDE_MODULES)
+    + "".join(f"import {m}\n" for m in PRELUDE_MODULES if m not in ("builtins", "typing"))
+    + "sys.setrecursionlimit(50000)\n"
+)
 
 
 class _NoGlobals(pickle.Unpickler):
@@ -103,15 +131,16 @@ class LiveCodeBench(ContestBenchmark):
                 f"{json.loads(c['output'])!r}"
                 for c in public
             ]
-            suite = FunctionalSuite(entry, "", inputs, expected=expected, comparator="json")
+            suite = FunctionalSuite(entry, "", inputs, expected=expected, comparator=JsonEqual())
         else:
             entry, examples = None, []
             inputs = {name: [[c["input"]] for c in cs] for name, cs in cases.items() if cs}
             expected = {name: [c["output"] for c in cs] for name, cs in cases.items() if cs}
             suite = FunctionalSuite(
-                "", "", inputs, expected=expected, comparator="stdio", mode="stdio"
+                "", "", inputs, expected=expected, comparator=Tokens(), mode="stdio"
             )
         suite.time_limit_s = TIME_LIMIT_S
+        suite.prelude = PRELUDE
         return ContestProblem(
             Task(
                 task_id=f"LiveCodeBench/{row['question_id']}",

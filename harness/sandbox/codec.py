@@ -1,0 +1,216 @@
+"""Plain Python data <-> JSON for the sandbox: what crosses between the harness and the child.
+
+Keeps tuples, sets, complex numbers, big integers, bytes and non-string dict keys; anything else
+becomes an :class:`Opaque` (its type and repr), so decoding only ever builds built-in types and
+never an object a program defined. Large outputs travel as a :class:`Digest` of their canonical
+encoding. Standard library only: the child imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import pickle
+
+MAX_DEPTH = 100
+
+
+class Opaque:
+    """A decoded value that was not plain data (only its type and repr were kept)."""
+
+    __slots__ = ("type", "repr")
+
+    def __init__(self, type_name: str, text: str):
+        self.type, self.repr = type_name, text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and (self.type, self.repr) == (other.type, other.repr)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.repr))
+
+    def __repr__(self) -> str:
+        return f"<{self.type} {self.repr}>"
+
+
+class Digest:
+    """A decoded output too large to report: the sha256 of its canonical encoding."""
+
+    __slots__ = ("hex",)
+
+    def __init__(self, hex_digest: str):
+        self.hex = hex_digest
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Digest) and self.hex == other.hex
+
+    def __hash__(self) -> int:
+        return hash(self.hex)
+
+    def __repr__(self) -> str:
+        return f"<output with sha256 {self.hex[:12]}…>"
+
+
+def reported_output(event: dict):
+    """The output of a test event: decoded plain data, or a Digest for a large one."""
+    if "digest" in event:
+        return Digest(str(event["digest"]))
+    return decode(event.get("output"))
+
+
+# --- codec: plain Python data <-> JSON, keeping tuples, sets, complex, non-str keys ----------------
+INLINE_OUTPUT_CHARS = 8 * 1024 * 1024  # larger outputs are reported as a digest of their encoding
+_FLAT_TYPES = ({str}, {bool}, {type(None)})
+
+
+def _flat(items):
+    """``items`` as a list when every element is a JSON scalar that needs no tag (fast path, in C)."""
+    types = set(map(type, items))
+    if not types or types in _FLAT_TYPES:
+        return list(items)
+    if types == {int} and min(items) > -(2**63) and max(items) < 2**63:
+        return list(items)
+    if types == {float} and all(map(math.isfinite, items)):
+        return list(items)
+    return None
+
+
+def _sorted_by_text(encoded):
+    """Canonical order for unordered containers, so equal values encode (and hash) equally."""
+    return sorted(encoded, key=lambda e: json.dumps(e))
+
+
+def encode(value, depth: int = 0):
+    if depth > MAX_DEPTH:
+        raise ValueError("value nested too deeply")
+    d = depth + 1
+    if value is None or type(value) is bool or type(value) is str:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        value = int.__int__(value)
+        return value if abs(value) < 2**63 else {"$": "bigint", "v": hex(value)}
+    if isinstance(value, float):
+        value = float.__float__(value)
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, complex):
+        return {"$": "complex", "v": [encode(value.real, d), encode(value.imag, d)]}
+    if isinstance(value, list):
+        flat = _flat(value) if type(value) is list else None
+        return flat if flat is not None else [encode(v, d) for v in list.__iter__(value)]
+    if isinstance(value, tuple):
+        flat = _flat(value) if type(value) is tuple else None
+        return {
+            "$": "tuple",
+            "v": flat if flat is not None else [encode(v, d) for v in tuple.__iter__(value)],
+        }
+    if isinstance(value, frozenset):
+        return {
+            "$": "frozenset",
+            "v": _sorted_by_text(encode(v, d) for v in frozenset.__iter__(value)),
+        }
+    if isinstance(value, set):
+        return {"$": "set", "v": _sorted_by_text(encode(v, d) for v in set.__iter__(value))}
+    if isinstance(value, dict):
+        pairs = [[encode(k, d), encode(v, d)] for k, v in dict.items(value)]
+        return {"$": "dict", "v": sorted(pairs, key=lambda kv: json.dumps(kv[0]))}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$": "bytes", "v": bytes(value).hex()}
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return encode(value.tolist(), d)
+    try:
+        text = repr(value)[:1000]
+    except BaseException:  # noqa: BLE001
+        text = "?"
+    return {
+        "$": "opaque",
+        "type": f"{type(value).__module__}.{type(value).__qualname__}",
+        "r": text,
+    }
+
+
+PICKLE_DIGEST_ITEMS = 65_536  # long outputs made of flat rows are hashed from a canonical pickle
+_PLAIN = {str, int, float, bool, type(None)}
+
+
+def _flat_rows(value) -> bool:
+    """Every item is an exact tuple or list of untagged scalars (checked at C speed per item)."""
+    return set(map(type, value)) <= {tuple, list} and all(
+        set(map(type, row)) <= _PLAIN for row in value
+    )
+
+
+def _pickle_digest(value) -> str:
+    """sha256 of a memo-free pickle: equal values give equal bytes whatever object identity they
+    have, and tuples differ from lists. Ten times faster than JSON for rows of strings."""
+    hasher = hashlib.sha256(f"pickle-v1:{type(value).__name__}:".encode())
+    for start in range(0, len(value), 10_000):
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=4)
+        pickler.fast = True  # no memo: canonical for trees of plain values
+        pickler.dump(value[start : start + 10_000])
+        hasher.update(buffer.getvalue())
+    return hasher.hexdigest()
+
+
+def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:
+    """(JSON text, None) for an output, or (None, sha256 of that text) when it exceeds ``limit``.
+
+    Long top-level lists and tuples are encoded item by item, so a huge output never exists
+    twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
+    """
+    if type(value) in (list, tuple) and len(value) > PICKLE_DIGEST_ITEMS and _flat_rows(value):
+        return None, _pickle_digest(value)
+    if type(value) in (list, tuple) and len(value) > 1024 and _flat(value) is None:
+        head, tail = ("[", "]") if type(value) is list else ('{"$": "tuple", "v": [', "]}")
+        items = (json.dumps(encode(item, 1)) for item in value)
+    else:
+        head, tail, items = "", "", iter((json.dumps(encode(value)),))
+    parts, size, hasher = [head], len(head), None
+    for i, text in enumerate(items):
+        piece = text if i == 0 else ", " + text
+        size += len(piece)
+        if hasher is None:
+            parts.append(piece)
+            if size > limit:
+                hasher = hashlib.sha256("".join(parts).encode())
+                parts = []
+        else:
+            hasher.update(piece.encode())
+    if hasher is None:
+        return "".join(parts) + tail, None
+    hasher.update(tail.encode())
+    return None, hasher.hexdigest()
+
+
+def decode(data):
+    """Rebuild plain Python values (only built-in types; never anything the solution defined)."""
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    tag, v = data.get("$"), data.get("v")
+    if tag == "tuple":
+        return tuple(decode(x) for x in v)
+    if tag == "set":
+        return {decode(x) for x in v}
+    if tag == "frozenset":
+        return frozenset(decode(x) for x in v)
+    if tag == "dict":
+        return {decode(k): decode(x) for k, x in v}
+    if tag == "complex":
+        return complex(decode(v[0]), decode(v[1]))
+    if tag == "bigint":
+        return int(v, 16)
+    if tag == "float":
+        return float(v)
+    if tag == "bytes":
+        return bytes.fromhex(v)
+    if tag == "opaque":
+        return Opaque(str(data.get("type")), str(data.get("r")))
+    raise ValueError(f"unknown tag {tag!r}")

@@ -1,0 +1,150 @@
+"""Reference outputs and reference CPU times (which set the per-test time limits).
+
+The reference solution is the dataset's own code, not a program under test: it runs once per
+suite in the sandbox and times itself (a warm-up call, then the median of up to
+REFERENCE_TIMING_REPEATS calls, fewer once they used REFERENCE_TIMING_BUDGET_S of CPU; a stdio
+reference is timed by the child, one process per run). Results are cached on disk under a key
+made of everything that determines them: the suite's content (code, mode, every test input),
+the Python version and the timing settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import (
+    REFERENCE_CPU_LIMIT_S,
+    REFERENCE_TIMING_BUDGET_S,
+    REFERENCE_TIMING_REPEATS,
+    REFERENCE_TIMING_WARMUP,
+    cache_dir,
+)
+from ..errors import CorebenchError
+from ..testsuite import FunctionalSuite
+from .codec import reported_output
+from .judging import Judged, wall_budget
+from .protocol import Job, SelfTiming
+from .supervisor import Budget
+
+REFERENCE_FORMAT = 6  # bump when the cached reference format changes
+RunJudging = Callable[[Job, list[Budget]], Awaitable[Judged]]
+
+
+@dataclass
+class Reference:
+    """Expected outputs and the reference solution's CPU time, per suite and test."""
+
+    outputs: dict[str, list[Any]]
+    cpu_s: dict[str, list[float | None]]  # None: no reference time (the suite's limit applies)
+
+
+def reference_key(task_id: str, suite: FunctionalSuite) -> str:
+    material = json.dumps(
+        [
+            REFERENCE_FORMAT,
+            sys.version,
+            platform.machine(),
+            task_id,
+            suite.content_key,
+            [REFERENCE_TIMING_WARMUP, REFERENCE_TIMING_REPEATS, REFERENCE_TIMING_BUDGET_S],
+        ]
+    )
+    return hashlib.sha256(material.encode()).hexdigest()[:40]
+
+
+class Oracle:
+    """Reference results per suite: computed once (one computation at a time per suite), kept in
+    memory and on disk."""
+
+    def __init__(self, make_job: Callable[..., Job], run_judging: RunJudging):
+        self.make_job, self.run_judging = make_job, run_judging
+        self._memory: dict[str, Reference] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
+        """Expected outputs (the dataset's, when it states them) and reference CPU times."""
+        if suite.expected is not None and not suite.reference_code:
+            return Reference(
+                outputs=suite.expected,
+                cpu_s={name: [None] * len(outs) for name, outs in suite.expected.items()},
+            )
+        key = reference_key(task_id, suite)
+        if key in self._memory:
+            return self._memory[key]
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            if key not in self._memory:
+                data = await self._cached(key, task_id, suite)
+                outputs = {
+                    name: [reported_output(o) for o in outs]
+                    for name, outs in data["outputs"].items()
+                }
+                self._memory[key] = Reference(suite.expected or outputs, data["cpu_s"])
+            return self._memory[key]
+
+    async def _cached(self, key: str, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
+        path = cache_dir() / "references" / f"{key}.json"
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except ValueError:  # a torn or foreign file: computed again below
+                pass
+        data = await self._compute(task_id, suite)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+        return data
+
+    async def _compute(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
+        names = list(suite.inputs)
+        flat = [args for name in names for args in suite.inputs[name]]
+        calls = 1 + REFERENCE_TIMING_WARMUP + REFERENCE_TIMING_REPEATS
+        job = self.make_job(
+            suite,
+            suite.reference_code,
+            [REFERENCE_CPU_LIMIT_S] * len(flat),
+            stop_on_error=False,
+            self_timing=SelfTiming(
+                REFERENCE_TIMING_WARMUP, REFERENCE_TIMING_REPEATS, REFERENCE_TIMING_BUDGET_S
+            ),
+        )
+        budget = Budget(REFERENCE_CPU_LIMIT_S * calls, wall_budget(REFERENCE_CPU_LIMIT_S * calls))
+        judged = await self.run_judging(job, [budget] * len(flat))
+        tests = {i: e for i, e in enumerate(judged.tests) if e["status"] == "ok"}
+        bad = [i for i in range(len(flat)) if i not in tests]
+        if bad and suite.expected is None:  # its outputs are the expected ones: all are needed
+            first = judged.tests[bad[0]] if bad[0] < len(judged.tests) else {}
+            why = first.get("error") or first.get("status") or _why_stopped(judged)
+            raise CorebenchError(
+                f"reference solution of {task_id} fails on {len(bad)} of {len(flat)} inputs ({why})"
+            )
+        outputs: dict[str, list[Any]] = {}
+        cpu: dict[str, list[float | None]] = {}
+        index = 0
+        for name in names:
+            span = range(index, index + len(suite.inputs[name]))
+            outputs[name] = [_stored_output(tests.get(i, {})) for i in span]
+            cpu[name] = [tests[i].get("cpu") if i in tests else None for i in span]
+            index = span.stop
+        return {"outputs": outputs, "cpu_s": cpu}
+
+
+def _why_stopped(judged: Judged) -> str:
+    if judged.stop is not None:
+        return judged.stop.detail
+    if judged.load is not None and judged.load["status"] != "ok":
+        return judged.load.get("error") or judged.load["status"]
+    return f"exited (code {judged.ending.returncode})"
+
+
+def _stored_output(event: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a test event: its output or its digest."""
+    return {key: event[key] for key in ("output", "digest") if key in event}

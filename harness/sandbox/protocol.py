@@ -1,0 +1,162 @@
+"""The protocol between the harness and the sandbox child, one JSON object per line over a Unix
+stream socket (the child's fd 0 when it starts). Standard library only: the child imports it.
+
+    harness ──Job──▶ child                     first line: what to run and how
+    child ──ready──▶ harness                   sent before any program code runs; the socket's
+                                               credentials give the harness the child's pid
+    child ──load──▶ harness                    the program compiled (stdio) or loaded (call/expr)
+    child ──test──▶ harness  (× tests)          judging: one per test, in order
+    harness ──prepare/call/run──▶ child        timing sessions: one request at a time
+    child ──prepared/called/ran──▶ harness
+    child ──done──▶ harness
+
+Trust. In ``call`` and ``expr`` suites the program is loaded into the child, so every line after
+``ready`` comes from an interpreter the program controls: the harness validates it strictly
+(:func:`parse_event`) and measures time and memory itself, from outside. In ``stdio`` suites the
+child never runs program code: each test runs in a fresh fork that cannot reach the channel, and
+the child's measurements (the kernel's ``wait4`` accounting) are trusted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+MODES = ("call", "expr", "stdio")
+STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
+MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)
+MAX_TEXT = 2000  # error messages and the like
+
+
+@dataclass
+class Limits:
+    """Kernel limits the child sets before any program code runs."""
+
+    memory: int  # RLIMIT_AS bytes
+    fsize: int  # RLIMIT_FSIZE bytes
+    nproc: int  # RLIMIT_NPROC
+    cpu: int  # RLIMIT_CPU seconds (soft = hard: SIGKILL), a backstop behind per-test limits
+
+
+@dataclass
+class SelfTiming:
+    """Reference solutions only (trusted code): time each test in the child, a warm-up call and
+    then up to ``repeats`` calls, fewer once they used ``budget_s`` of CPU; report the median."""
+
+    warmup: int
+    repeats: int
+    budget_s: float
+
+
+@dataclass
+class Job:
+    """The first line the child reads."""
+
+    code: str
+    mode: str  # one of MODES
+    limits: Limits
+    entry_point: str | None = None  # call mode: ``f`` or ``Class.method``
+    setup: str = ""  # expr mode: a benchmark's set-up code, run after the program
+    tests: list[dict[str, Any]] | None = None  # judging; None: a timing session of requests
+    stop_on_error: bool = True
+    load_cpu_limit: float = 5.0  # stdio: compile; call/expr: enforced by the harness
+    self_timing: SelfTiming | None = None
+    drop_to: int | None = None  # uid and gid that run program code when the child is root
+    sys_path: list[str] = field(default_factory=list)
+    cpu: int | None = None  # pin to this CPU (timing sessions)
+
+    def to_line(self) -> bytes:
+        return json.dumps(asdict(self)).encode() + b"\n"
+
+    @classmethod
+    def from_line(cls, line: bytes) -> Job:
+        data = json.loads(line)
+        data["limits"] = Limits(**data["limits"])
+        if data.get("self_timing"):
+            data["self_timing"] = SelfTiming(**data["self_timing"])
+        return cls(**data)
+
+
+def call_test(args_encoded: Any, cpu_limit: float) -> dict[str, Any]:
+    return {"args": args_encoded, "cpu_limit": cpu_limit}
+
+
+def expr_test(expression: str, cpu_limit: float) -> dict[str, Any]:
+    return {"expr": expression, "cpu_limit": cpu_limit}
+
+
+def stdio_test(stdin: str, cpu_limit: float, wall_limit: float) -> dict[str, Any]:
+    return {"stdin": stdin, "cpu_limit": cpu_limit, "wall_limit": wall_limit}
+
+
+class ProtocolError(Exception):
+    """A line on the channel that is not a well-formed event (forged, garbled or out of order)."""
+
+
+_ANY = object()
+# event -> {field: (type or tuple of types, required)}; output values are checked when decoded
+_FIELDS: dict[str, dict[str, tuple[Any, bool]]] = {
+    "ready": {},
+    "load": {"status": (str, True), "error": (str, False)},
+    "test": {
+        "i": (int, True),
+        "status": (str, True),
+        "output": (_ANY, False),
+        "digest": (str, False),
+        "error": (str, False),
+        # measurements: trusted only from a stdio child or a self-timed reference
+        "cpu": ((int, float), False),
+        "wall": ((int, float), False),
+        "peak_kb": (int, False),
+        "calls": (int, False),
+    },
+    "prepared": {"copies": (int, True)},
+    "called": {
+        "status": (str, True),
+        "output": (_ANY, False),
+        "digest": (str, False),
+        "error": (str, False),
+    },
+    "ran": {
+        "status": (str, True),
+        "error": (str, False),
+        "cpu": ((int, float), True),
+        "wall": ((int, float), True),
+        "peak_kb": (int, True),
+    },
+    "done": {},
+}
+
+
+def parse_event(line: bytes) -> dict[str, Any]:
+    """One line from the child as a checked event dict; :class:`ProtocolError` otherwise."""
+    if len(line) > MAX_LINE_BYTES:
+        raise ProtocolError(f"a report line of {len(line)} bytes")
+    try:
+        event = json.loads(line)
+    except Exception as exc:  # RecursionError for deeply nested text, MemoryError, ValueError
+        raise ProtocolError(f"unreadable report ({type(exc).__name__})") from None
+    if not isinstance(event, dict):
+        raise ProtocolError("a report that is not an object")
+    kind = event.get("event")
+    fields = _FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        raise ProtocolError(f"unknown report {str(kind)[:40]!r}")
+    for key, value in event.items():
+        if key == "event":
+            continue
+        if key not in fields:
+            raise ProtocolError(f"{kind} report with unexpected field {key[:40]!r}")
+        kinds = fields[key][0]
+        if kinds is not _ANY and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise ProtocolError(f"{kind} report with a malformed {key!r}")
+    missing = [key for key, (_, required) in fields.items() if required and key not in event]
+    if missing:
+        raise ProtocolError(f"{kind} report without {missing[0]!r}")
+    status = event.get("status")
+    if status is not None and status not in STATUSES:
+        raise ProtocolError(f"{kind} report with unknown status {str(status)[:40]!r}")
+    if "error" in event:
+        event["error"] = event["error"][:MAX_TEXT]
+    return event
