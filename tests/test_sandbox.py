@@ -76,6 +76,8 @@ def test_wrong_answer_names_the_failing_input():
             "import os, signal\ndef add(a, b):\n    os.killpg(0, signal.SIGKILL)\n    return a + b\n",
             Verdict.runtime_error,
         ),
+        ("import os\nos._exit(5)\n", Verdict.runtime_error),  # leaves while being imported
+        ("import os\nos._exit(0)\n", Verdict.runtime_error),
     ],
 )
 def test_hostile_and_broken_programs_get_the_right_verdict(code, verdict):
@@ -336,23 +338,35 @@ def test_a_program_that_stops_its_clocks_is_timed_all_the_same():
     assert 0.5 < measured.runtime_ratio < 2 and measured.cpu_s > 0.005, measured
 
 
-@pytest.mark.parametrize(
-    "cheat",
-    [
-        # a thread that works while the harness is not timing anything
-        "import threading\n"
-        "def _busy():\n    while True:\n        sum(range(10000))\n"
-        "threading.Thread(target=_busy, daemon=True).start()\n",
-        # work hidden in preparing the inputs (the child's own decoder, patched)
+def test_work_hidden_in_preparing_the_inputs_refuses_the_timing():
+    # the child's own decoder, patched: preparing a test's inputs is not timed, so work there
+    # would make the program look faster
+    cheat = (
         "import sys\n_codec = sys.modules['_corebench_codec']\n_decode = _codec.decode\n"
         "def _slow(data):\n    sum(range(200000))\n    return _decode(data)\n"
-        "_codec.decode = _slow\n",
-    ],
-    ids=["background-thread", "patched-decoder"],
-)
-def test_work_outside_the_timed_calls_refuses_the_timing(cheat):
+        "_codec.decode = _slow\n"
+    )
     with pytest.raises(CorebenchError, match="outside its timed calls"):
         asyncio.run(Executor(workers=1).measure("t/cheat", cheat + SERIAL_WORK, WORK, repeats=3))
+
+
+def test_a_background_thread_cannot_hide_its_work():
+    # a thread that never stops: between the timed calls the harness holds the only CPU the
+    # program may use, and it stops the program while it times the calibration work, so the
+    # thread's work lands in the timed calls (or, if outside, refuses the timing)
+    busy = (
+        "import threading\n"
+        "def _busy():\n    while True:\n        sum(range(10000))\n"
+        "threading.Thread(target=_busy, daemon=True).start()\n"
+    )
+    try:
+        measured = asyncio.run(
+            Executor(workers=1).measure("t/busy", busy + SERIAL_WORK, WORK, repeats=3)
+        )
+    except CorebenchError as refused:
+        assert "outside its timed calls" in str(refused)
+    else:
+        assert measured.runtime_ratio > 1.3, measured  # the same function, twice the CPU or so
 
 
 def test_calibrated_totals_weigh_each_test_by_the_calibration_around_it():
@@ -420,7 +434,10 @@ def test_a_slow_reference_test_stops_repeating_once_it_used_its_cpu_budget():
         inputs={"base": [[10], [5_000_000]]},  # microseconds; about 0.1 s of CPU
     )
     job = executor.job(
-        suite, suite.reference_code, [60.0, 60.0], self_timing=SelfTiming(1, 3, 0.02)
+        suite,
+        suite.reference_code,
+        [60.0, 60.0],
+        self_timing=SelfTiming(warmup=1, repeats=3, budget_s=0.02),
     )
     judged = asyncio.run(executor.run_judging(job, [Budget(60, 200)] * 2))
     fast, slow = judged.tests

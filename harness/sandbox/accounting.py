@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import time
+from collections.abc import Iterator
 
 
 def cpu_clock_id(pid: int) -> int:
@@ -80,6 +82,21 @@ class ProcessMeter:
         except OSError:
             return False
         return True
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The process stopped (SIGSTOP: it cannot catch or ignore it) for the duration, so that
+        none of its threads runs beside what the harness measures meanwhile."""
+        try:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGSTOP)
+        except OSError:  # already gone: nothing of it runs
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGCONT)
 
     def close(self) -> None:
         for fd in (self._pidfd, self._status, self._stat, self._clear_refs):

@@ -25,11 +25,8 @@ import os
 import resource
 import select
 import signal
-import socket
-import statistics
 import sys
 import time
-import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
@@ -49,33 +46,40 @@ PR_SET_DUMPABLE = 4
 
 
 class Channel:
-    """The socket to the harness: newline-delimited JSON both ways."""
+    """The socket to the harness: newline-delimited JSON both ways (raw descriptor I/O: the
+    ``socket`` module would cost an import at every start)."""
 
     def __init__(self, fd: int):
-        self.sock = socket.socket(fileno=fd)
+        self.fd = fd
         self.buffer = b""
-        self._chunk = bytearray(1 << 16)  # reused: a fresh large buffer per read costs an mmap
 
     def send(self, event: dict, output_json: str | None = None) -> None:
         line = json.dumps(event)
         if output_json is not None:  # already JSON: spliced in, not encoded twice
             line = line[:-1] + ', "output": ' + output_json + "}"
-        self.sock.sendall(line.encode() + b"\n")
+        data = memoryview((line + "\n").encode())
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+    def read_line(self) -> bytes | None:
+        """The next line, or None once the harness has closed its end."""
+        while b"\n" not in self.buffer:
+            chunk = os.read(self.fd, 1 << 16)  # below malloc's mmap threshold: no mmap per read
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
 
     def receive(self) -> dict | None:
         """The next request, or None once the harness has closed its end."""
-        while b"\n" not in self.buffer:
-            size = self.sock.recv_into(self._chunk)
-            if not size:
-                return None
-            self.buffer += self._chunk[:size]
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
+        line = self.read_line()
+        return None if line is None else json.loads(line)
 
     def wait_for_close(self) -> None:
         """Stay alive until the harness has read this process's final accounting."""
         with contextlib.suppress(OSError):
-            while self.sock.recv(1 << 16):
+            while os.read(self.fd, 1 << 16):
                 pass
 
 
@@ -244,20 +248,28 @@ def judge_calls(job: protocol.Job, channel: Channel, loaded) -> None:
     """Every test once, in order, each reported as it finishes."""
     fresh, call = caller(job, loaded)
     timing = job.self_timing
+    clock = time.thread_time
     for index, test in enumerate(job.tests or []):
-        fields, output_json, cpu = {"event": "test", "i": index}, None, None
+        fields, output_json = {"event": "test", "i": index}, None
+        started = clock()
         try:
-            output = call(fresh(test))
+            args = fresh(test)
+            called = clock()
+            output = call(args)
+            returned = clock()
         except BaseException as exc:  # noqa: BLE001
             status, error = error_status(exc)
             fields.update(status=status, error=error)
         else:
             extra, output_json = output_fields(output)
             fields.update(extra)
-            del output
+            del output, args
             if timing is not None and fields["status"] == "ok":
+                # the harness times a test from report to report: decoding the input and encoding
+                # the output count as they do for a program under test
+                around = (called - started) + (clock() - returned)
                 cpu, calls = self_time(fresh, call, test, timing)
-                fields.update(cpu=cpu, calls=calls)
+                fields.update(cpu=cpu + around, calls=calls)
         channel.send(fields, output_json)
         if fields["status"] != "ok" and job.stop_on_error:
             break
@@ -275,7 +287,34 @@ def self_time(fresh, call, test: dict, timing: protocol.SelfTiming) -> tuple[flo
         started = time.thread_time()
         call(args)
         cpus.append(time.thread_time() - started)
-    return statistics.median(cpus), len(cpus)
+    return median(cpus), len(cpus)
+
+
+IMMUTABLE = (int, float, complex, str, bytes, bool, type(None))
+
+
+def immutable(value) -> bool:
+    """True for a value no call can change (so every call may share it)."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(immutable(item) for item in value)
+    return type(value) in IMMUTABLE
+
+
+def copies(fresh, test: dict, n: int, mode: str) -> list:
+    """``n`` independent inputs for ``test``, as a call would get from ``fresh``: one decoded input
+    shared when no call can change it, otherwise copies unpickled from one decoding (several
+    times faster than decoding each)."""
+    first = fresh(test)
+    if mode == "expr" or all(immutable(arg) for arg in first):
+        return [first] * n
+    import pickle  # loaded before "ready" in a timing session
+
+    try:
+        data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a value pickle cannot copy: decode each copy
+        return [first] + [fresh(test) for _ in range(n - 1)]
+    loads = pickle.loads
+    return [first] + [loads(data) for _ in range(n - 1)]
 
 
 def serve_call_session(job: protocol.Job, channel: Channel, loaded) -> None:
@@ -285,7 +324,7 @@ def serve_call_session(job: protocol.Job, channel: Channel, loaded) -> None:
     batch: list = []
     while (request := channel.receive()) is not None:
         if request["op"] == "prepare":
-            batch = [fresh(request["test"]) for _ in range(request["copies"])]
+            batch = copies(fresh, request["test"], request["copies"], job.mode)
             channel.send({"event": "prepared", "copies": len(batch)})
             continue
         fields, output_json = {"event": "called", "status": "ok"}, None
@@ -481,7 +520,7 @@ def time_program(compiled, job: protocol.Job, test: dict, logs: dict) -> tuple[f
         if result["status"] != "ok":
             break
         cpus.append(result["cpu"])
-    return (statistics.median(cpus), len(cpus)) if cpus else (0.0, 0)
+    return (median(cpus), len(cpus)) if cpus else (0.0, 0)
 
 
 def main() -> None:
@@ -491,13 +530,9 @@ def main() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
     os.dup2(0, CHANNEL_FD)
     channel = Channel(CHANNEL_FD)
-    line = bytearray()
-    while b"\n" not in line:
-        size = channel.sock.recv_into(channel._chunk)
-        if not size:
-            return
-        line += channel._chunk[:size]
-    line, _, channel.buffer = bytes(line).partition(b"\n")
+    line = channel.read_line()
+    if line is None:
+        return
     job = protocol.Job.from_line(line)
     redirect_output()
     set_limits(job.limits)
@@ -509,6 +544,9 @@ def main() -> None:
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
     install_exit_builtins()
+    if job.tests is None and job.mode != "stdio":
+        import pickle  # noqa: F401 - a timing session copies inputs with it: loaded before the
+        # memory baseline the harness reads at "ready"
     channel.send({"event": "ready"})  # the harness learns this process's pid from the socket
     if job.mode == "stdio":
         serve_programs(job, channel)
@@ -525,9 +563,16 @@ def main() -> None:
     os._exit(0)
 
 
+def median(values: list[float]) -> float:
+    ordered, middle = sorted(values), len(values) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 if __name__ == "__main__":
     try:
         main()
     except BaseException:  # noqa: BLE001 - the child's own failure, on stderr
+        import traceback
+
         traceback.print_exc()
         os._exit(3)

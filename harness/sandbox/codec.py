@@ -8,11 +8,8 @@ encoding. Standard library only: the child imports it.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import math
-import pickle
 
 MAX_DEPTH = 100
 
@@ -148,6 +145,10 @@ def _flat_rows(value) -> bool:
 def _pickle_digest(value) -> str:
     """sha256 of a memo-free pickle: equal values give equal bytes whatever object identity they
     have, and tuples differ from lists. Ten times faster than JSON for rows of strings."""
+    import hashlib  # imported where needed: every child start would pay for them
+    import io
+    import pickle
+
     hasher = hashlib.sha256(f"pickle-v1:{type(value).__name__}:".encode())
     for start in range(0, len(value), 10_000):
         buffer = io.BytesIO()
@@ -171,6 +172,8 @@ def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, st
         items = (json.dumps(encode(item, 1)) for item in value)
     else:
         head, tail, items = "", "", iter((json.dumps(encode(value)),))
+    import hashlib
+
     parts, size, hasher = [head], len(head), None
     for i, text in enumerate(items):
         piece = text if i == 0 else ", " + text

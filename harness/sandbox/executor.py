@@ -128,11 +128,10 @@ class Executor:
             judged = await asyncio.to_thread(
                 run_judging, job, budgets, mode=self.mode, keep_going=keep_going
             )
-        if judged.stop is not None and judged.stop.kind == "gone" and judged.load is None:
+        if not judged.started:  # nothing of the program ran yet: the sandbox itself failed
             launcher = judged.ending.launcher.strip().splitlines()[-1:]
-            if launcher or judged.ending.returncode not in (None, 0):
-                why = launcher[0] if launcher else f"exit code {judged.ending.returncode}"
-                raise CorebenchError(f"the sandbox ({self.mode}) could not start: {why}")
+            why = launcher[0] if launcher else f"exit code {judged.ending.returncode}"
+            raise CorebenchError(f"the sandbox ({self.mode}) could not start: {why}")
         return judged
 
     # --- reference outputs ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ KeepGoing = Callable[[int, dict[str, Any]], bool]  # (test index, event) -> judg
 class Judged:
     """What one judging run produced."""
 
+    started: bool = False  # the child reported ready: the sandbox itself worked
     load: dict[str, Any] | None = None  # the load event (None: the program never got that far)
     tests: list[dict[str, Any]] = field(default_factory=list)  # test events, index = position
     stop: Stopped | None = None  # why the harness stopped the child before it finished
@@ -56,6 +57,7 @@ def run_judging(
         baseline_kb = None
         try:
             child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+            judged.started = True
             memory = child.meter.memory_kb() if child.meter else None
             if memory is not None and child.meter.reset_peak():
                 baseline_kb = memory[0]  # before any program code: the interpreter's own

@@ -34,7 +34,7 @@ from .judging import Judged, wall_budget
 from .protocol import Job, SelfTiming
 from .supervisor import Budget
 
-REFERENCE_FORMAT = 6  # bump when the cached reference format changes
+REFERENCE_FORMAT = 7  # bump when the cached reference format changes
 RunJudging = Callable[[Job, list[Budget]], Awaitable[Judged]]
 
 
@@ -113,7 +113,9 @@ class Oracle:
             [REFERENCE_CPU_LIMIT_S] * len(flat),
             stop_on_error=False,
             self_timing=SelfTiming(
-                REFERENCE_TIMING_WARMUP, REFERENCE_TIMING_REPEATS, REFERENCE_TIMING_BUDGET_S
+                warmup=REFERENCE_TIMING_WARMUP,
+                repeats=REFERENCE_TIMING_REPEATS,
+                budget_s=REFERENCE_TIMING_BUDGET_S,
             ),
         )
         budget = Budget(REFERENCE_CPU_LIMIT_S * calls, wall_budget(REFERENCE_CPU_LIMIT_S * calls))

@@ -20,7 +20,6 @@ the child's measurements (the kernel's ``wait4`` accounting) are trusted.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MODES = ("call", "expr", "stdio")
@@ -29,45 +28,80 @@ MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, esc
 MAX_TEXT = 2000  # error messages and the like
 
 
-@dataclass
-class Limits:
-    """Kernel limits the child sets before any program code runs."""
+class _Record:
+    """A plain record (the child avoids ``dataclasses``, whose import costs ~10 ms per start)."""
 
-    memory: int  # RLIMIT_AS bytes
-    fsize: int  # RLIMIT_FSIZE bytes
-    nproc: int  # RLIMIT_NPROC
-    cpu: int  # RLIMIT_CPU seconds (soft = hard: SIGKILL), a backstop behind per-test limits
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, **fields: Any):
+        for name in self.__slots__:
+            setattr(self, name, fields.pop(name, getattr(type(self), f"_{name}", None)))
+        if fields:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(fields)[0]!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: value.to_dict() if isinstance(value, _Record) else value
+            for name in self.__slots__
+            for value in [getattr(self, name)]
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.to_dict()})"
 
 
-@dataclass
-class SelfTiming:
-    """Reference solutions only (trusted code): time each test in the child, a warm-up call and
+class Limits(_Record):
+    """Kernel limits the child sets before any program code runs: ``memory`` (RLIMIT_AS bytes),
+    ``fsize`` (RLIMIT_FSIZE bytes), ``nproc`` (RLIMIT_NPROC), ``cpu`` (RLIMIT_CPU seconds, soft =
+    hard: SIGKILL; a backstop behind the per-test limits)."""
+
+    __slots__ = ("memory", "fsize", "nproc", "cpu")
+    memory: int
+    fsize: int
+    nproc: int
+    cpu: int
+
+
+class SelfTiming(_Record):
+    """Reference solutions only (trusted code): time each test in the child, ``warmup`` calls and
     then up to ``repeats`` calls, fewer once they used ``budget_s`` of CPU; report the median."""
 
+    __slots__ = ("warmup", "repeats", "budget_s")
     warmup: int
     repeats: int
     budget_s: float
 
 
-@dataclass
-class Job:
-    """The first line the child reads."""
+class Job(_Record):
+    """The first line the child reads.
 
+    ``code``; ``mode`` (one of MODES); ``limits``; ``entry_point`` (call mode: ``f`` or
+    ``Class.method``); ``setup`` (expr mode: set-up code run after the program); ``tests``
+    (judging; None: a timing session of requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
+    compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
+    that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU).
+    """
+
+    __slots__ = (
+        "code", "mode", "limits", "entry_point", "setup", "tests", "stop_on_error",
+        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu",
+    )  # fmt: skip
+    _setup, _stop_on_error, _load_cpu_limit, _sys_path = "", True, 5.0, ()
     code: str
-    mode: str  # one of MODES
+    mode: str
     limits: Limits
-    entry_point: str | None = None  # call mode: ``f`` or ``Class.method``
-    setup: str = ""  # expr mode: a benchmark's set-up code, run after the program
-    tests: list[dict[str, Any]] | None = None  # judging; None: a timing session of requests
-    stop_on_error: bool = True
-    load_cpu_limit: float = 5.0  # stdio: compile; call/expr: enforced by the harness
-    self_timing: SelfTiming | None = None
-    drop_to: int | None = None  # uid and gid that run program code when the child is root
-    sys_path: list[str] = field(default_factory=list)
-    cpu: int | None = None  # pin to this CPU (timing sessions)
+    entry_point: str | None
+    setup: str
+    tests: list[dict[str, Any]] | None
+    stop_on_error: bool
+    load_cpu_limit: float
+    self_timing: SelfTiming | None
+    drop_to: int | None
+    sys_path: list[str] | None
+    cpu: int | None
 
     def to_line(self) -> bytes:
-        return json.dumps(asdict(self)).encode() + b"\n"
+        return json.dumps(self.to_dict()).encode() + b"\n"
 
     @classmethod
     def from_line(cls, line: bytes) -> Job:

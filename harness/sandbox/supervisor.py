@@ -69,12 +69,17 @@ class Ending:
 
     @property
     def signal_name(self) -> str | None:
-        if self.returncode is not None and self.returncode < 0:
-            try:
-                return signal.Signals(-self.returncode).name
-            except ValueError:
-                return f"signal {-self.returncode}"
-        return None
+        """The signal that ended the child (bubblewrap reports one as exit status 128 + N)."""
+        code = self.returncode
+        number = -code if code is not None and code < 0 else None
+        if code is not None and 128 < code < 128 + 65:
+            number = code - 128
+        if number is None:
+            return None
+        try:
+            return signal.Signals(number).name
+        except ValueError:
+            return f"signal {number}"
 
 
 @dataclass

@@ -153,6 +153,9 @@ class Verdicts:
                 planned = sum(1 for n, _, _ in self.plan if n == name)
                 ran = sum(1 for t in result.tests if t.suite == name)
                 result.suite_verdicts[name] = Verdict.passed if ran == planned else result.verdict
+        if judged.stop is not None and judged.stop.kind == "violation" and result.passed:
+            verdict, detail = stop_verdict(judged.stop, judged.ending)  # after its last test
+            result.verdict, result.first_failure = verdict, detail
         result.cpu_s, result.runtime_s = judged.cpu_s, judged.wall_s
         result.peak_memory_bytes = None if judged.peak_kb is None else 1024 * judged.peak_kb
         return result
