@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -56,3 +57,16 @@ class BatchingBackend(Backend):
     @abstractmethod
     def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         """Answer requests that share sampling settings, in one forward pass where possible."""
+
+
+def cut_at_stop(text: str, request: GenerationRequest) -> tuple[str, bool]:
+    """``text`` ended where ``request`` says its answer ends: before the earliest of its stop
+    strings, or after the first match of its ``stop_pattern``; True when it was cut."""
+    cut = min((i for i in (text.find(stop) for stop in request.stop) if i >= 0), default=-1)
+    if cut >= 0:
+        text = text[:cut]
+    if request.stop_pattern:
+        match = re.search(request.stop_pattern, text)
+        if match:
+            return text[: match.end()], True
+    return text, cut >= 0

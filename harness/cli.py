@@ -264,6 +264,7 @@ class _ProgressBar:
         self.started = time.perf_counter()
 
     def start(self, total: int) -> None:
+        self.started = time.perf_counter()
         if self.enabled:
             from tqdm import tqdm
 
@@ -284,6 +285,13 @@ class _ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.done:  # no terminal: the same figures once, in one line
+            elapsed = max(time.perf_counter() - self.started, 1e-9)
+            click.echo(
+                f"{self.done} samples, {100 * self.passed / self.done:.0f}% passed, "
+                f"{self.tokens} completion tokens in {elapsed:.1f} s ({self.tokens / elapsed:.1f} tok/s)",
+                err=True,
+            )
 
 
 @main.command()

@@ -51,12 +51,12 @@ DEFAULT_TEMPERATURE = 0.0
 DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 512
 DEFAULT_SEED = 0
-DEFAULT_CONCURRENCY = 16  # tasks x samples in flight at once (what lets backends batch)
+DEFAULT_CONCURRENCY = 32  # tasks x samples in flight at once (what lets backends batch)
 DEFAULT_MAX_CALLS_PER_SAMPLE = 64  # budget a system cannot exceed per sample
 DEFAULT_MAX_TOKENS_PER_SAMPLE = 32_768  # completion tokens per sample, all calls together
 
 # --- batching (local backends) ----------------------------------------------------------------
-DEFAULT_MAX_BATCH = 16
+DEFAULT_MAX_BATCH = 32
 OPENAI_MAX_IN_FLIGHT = 16  # concurrent requests one OpenAI-compatible backend sends
 MANIFEST_NAME = "corebench_manifest.json"  # written by `corebench train` next to a checkpoint
 BATCH_SETTLE_TICKS = 8  # event-loop turns to wait for more requests before a batch starts

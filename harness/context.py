@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import Backend
 from .errors import CorebenchError
-from .extract import extract_code
+from .extract import CLOSED_CODE_BLOCK, extract_code
 from .records import GenerationRequest, Message, ModelCall, Task, TestOutcome, Verdict
 from .testsuite import Example, parse_example
 
@@ -114,6 +114,21 @@ class SolveContext:
         self.note("extraction", extracted.note)
         return extracted.code
 
+    async def write_code(
+        self,
+        role: str,
+        prompt: str | list[Message],
+        *,
+        entry_point: bool = True,
+        max_new_tokens: int | None = None,
+    ) -> str:
+        """Ask ``role`` for code: its answer ends after its first complete Python code block
+        (nothing after it is read), and the program in it is returned (see ``code_from``)."""
+        answer = await self.generate(
+            role, prompt, max_new_tokens=max_new_tokens, stop_pattern=CLOSED_CODE_BLOCK
+        )
+        return self.code_from(answer, entry_point=entry_point)
+
     @property
     def calls_left(self) -> int:
         """Model calls this sample may still make (a system can stop before the budget error)."""
@@ -155,6 +170,7 @@ class SolveContext:
         max_new_tokens: int | None = None,
         temperature: float | None = None,
         stop: list[str] | None = None,
+        stop_pattern: str | None = None,
     ) -> str:
         """Ask the model of ``role``; the call is recorded in the trace and counted in the budget."""
         if len(self.trace) >= self.limits.max_calls:
@@ -172,10 +188,12 @@ class SolveContext:
         backend = self.model(role)
         request = GenerationRequest(
             messages=messages,
-            max_new_tokens=min(max_new_tokens or self.sampling.max_new_tokens, left),
+            # a role's own cap never exceeds the run's (--max-new-tokens caps every call)
+            max_new_tokens=min(max_new_tokens or left, self.sampling.max_new_tokens, left),
             temperature=self.sampling.temperature if temperature is None else temperature,
             top_p=self.sampling.top_p,
             stop=stop or [],
+            stop_pattern=stop_pattern,
             seed=derive_seed(
                 self.sampling.seed, self.task.task_id, self.sample_index, len(self.trace)
             ),

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
+# a request's stop_pattern for "the answer ends after its first complete Python code block" (a
+# bare fence counts as Python; fences are not paired, so the bare closing fence of an earlier
+# block in another language would open a match: models asked for one Python block rarely do that)
+CLOSED_CODE_BLOCK = r"(?i)```[ \t]*(?:python3?|py3?)?[ \t]*\n[\s\S]*?\n[ \t]*```"
 
 
 @dataclass(frozen=True)

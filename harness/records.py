@@ -30,6 +30,9 @@ class GenerationRequest(Record):
     temperature: float = 0.0
     top_p: float = 1.0
     stop: list[str] = Field(default_factory=list)
+    # the answer ends where this regular expression first matches (the match kept), e.g. after
+    # the first complete code block; backends that cannot stop there cut the text the same way
+    stop_pattern: str | None = None
     seed: int | None = None
 
 

@@ -73,3 +73,45 @@ def test_leetcode_style_class_methods_are_found_by_their_class():
         and extracted.note == "fenced"
         and "from typing import List" in extracted.code
     )
+
+
+def _request(**kw):
+    from corebench.harness import GenerationRequest, Message
+
+    return GenerationRequest(messages=[Message(role="user", content="x")], max_new_tokens=8, **kw)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kept"),
+    [
+        # the first complete Python block ends the answer; what follows is never read
+        ("Here:\n```python\ndef f():\n    return 1\n```\nMore ```python\nx\n```", 41),
+        ("```\ndef f():\n    return 1\n```\n\nExplanation", 29),
+        # an unclosed block does not end it
+        ("```python\ndef f():\n    return '```'", None),
+    ],
+)
+def test_a_code_role_answer_ends_after_its_first_complete_python_block(answer, kept):
+    from corebench.harness.backend import cut_at_stop
+    from corebench.harness.extract import CLOSED_CODE_BLOCK
+
+    text, stopped = cut_at_stop(answer, _request(stop_pattern=CLOSED_CODE_BLOCK))
+    assert stopped is (kept is not None)
+    assert text == (answer[:kept] if kept is not None else answer)
+
+
+def test_stop_strings_cut_before_the_earliest_match():
+    from corebench.harness.backend import cut_at_stop
+
+    assert cut_at_stop("a; b. c;", _request(stop=[";", "."])) == ("a", True)
+    assert cut_at_stop("abc", _request(stop=["x"])) == ("abc", False)
+
+
+def test_the_planner_answer_ends_after_its_outline():
+    import re
+
+    from corebench.plugins.systems.corecode import OUTLINE_END
+
+    plan = "Steps: 1. add\n**Complexity:** O(n) time\n\nHere is code:\n```python\n..."
+    assert plan[: re.search(OUTLINE_END, plan).end()].endswith("O(n) time\n")
+    assert re.search(OUTLINE_END, "Complexity:\n- O(n)\n") is None  # a heading alone: go on

@@ -1,8 +1,10 @@
-"""The transformers backend on the real embedded model: batched greedy outputs in float32, and
-out-of-memory handling (a batch that does not fit is split; one request that does not fit is one
-clear error)."""
+"""The transformers backend on the real embedded model: its continuous-batching decode loop
+against transformers' own ``generate``, slots refilled mid-flight, stop patterns, per-request
+sampling, and out-of-memory errors."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -35,6 +37,22 @@ def float32_backend():
     return backend
 
 
+def test_greedy_decoding_matches_transformers_generate(float32_backend):
+    # the engine's own loop (cache, positions, masks) against transformers' reference decode
+    import torch
+
+    tok, model = float32_backend._tokenizer, float32_backend._model
+    for request in requests():
+        text = tok.apply_chat_template(
+            [m.model_dump() for m in request.messages], add_generation_prompt=True, tokenize=False
+        )
+        ids = tok(text, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            out = model.generate(**ids, max_new_tokens=24, do_sample=False)
+        expected = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+        assert float32_backend.generate_batch([request])[0].text == expected
+
+
 def test_batched_greedy_outputs_equal_one_at_a_time_in_float32(float32_backend):
     batched = float32_backend.generate_batch(requests())
     assert [g.batch_size for g in batched] == [3, 3, 3]
@@ -42,33 +60,57 @@ def test_batched_greedy_outputs_equal_one_at_a_time_in_float32(float32_backend):
     assert [g.text for g in batched] == [g.text for g in single]
 
 
-def test_a_batch_that_does_not_fit_is_split_and_a_single_request_is_one_error(
-    float32_backend, monkeypatch
-):
-    import torch
+def test_a_finished_request_frees_its_slot_for_a_waiting_one(float32_backend):
+    from corebench.plugins.backends.engine import DecodeEngine
 
-    model = float32_backend._model
-    real_generate = model.generate
-    seen: list[int] = []
+    engine = DecodeEngine(float32_backend._model, float32_backend._tokenizer, "cpu", max_batch=2)
+    short, long_a, long_b = requests(24)
+    short = short.model_copy(update={"max_new_tokens": 4})
+    results = engine.run([short, long_a, long_b])
+    # the third request joined the running batch when the short one left: 3 + 23 decode steps
+    # (each first token comes from the prefill), where static batches of two take 23 + 23; and
+    # never three rows at once
+    assert 26 <= engine.stats.steps <= 30, engine.stats
+    assert [g.batch_size for g in results] == [2, 2, 2]
+    assert [g.completion_tokens for g in results] == [4, 24, 24]
+    # joining mid-flight (left-padded into the running cache) changes nothing it decodes
+    alone = [float32_backend.generate_batch([r])[0].text for r in (short, long_a, long_b)]
+    assert [g.text for g in results] == alone
+    engine.close()
 
-    def generate_with_room_for_one(**kwargs):
-        rows = kwargs["input_ids"].shape[0]
-        seen.append(rows)
-        if rows > 1:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real_generate(**kwargs)
 
-    monkeypatch.setattr(model, "generate", generate_with_room_for_one)
-    split = float32_backend.generate_batch(requests())
-    assert seen == [3, 1, 2, 1, 1]  # 3 -> 1 + 2 -> 1 + (1 + 1)
-    assert [g.batch_size for g in split] == [1, 1, 1] and all(g.text for g in split)
+def test_an_answer_stops_where_its_stop_pattern_matches(float32_backend):
+    request = requests(48)[0]
+    free = float32_backend.generate_batch([request])[0]
+    assert len(free.text) > 20
+    word = free.text.split()[2]
+    cut = float32_backend.generate_batch(
+        [request.model_copy(update={"stop_pattern": re.escape(word)})]
+    )[0]
+    assert cut.finish_reason == "stop" and cut.text.endswith(word)
+    assert free.text.startswith(cut.text) and cut.completion_tokens < free.completion_tokens
 
-    def no_room(**kwargs):
-        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
 
-    monkeypatch.setattr(model, "generate", no_room)
-    with pytest.raises(CorebenchError, match=r"out of memory on cpu .* shorter --max-new-tokens"):
+def test_out_of_memory_is_one_clear_error(float32_backend, monkeypatch):
+    from corebench.plugins.backends.engine import DecodeEngine
+
+    engine = DecodeEngine(float32_backend._model, float32_backend._tokenizer, "cpu", max_batch=4)
+
+    class NoRoom:
+        generation_config = float32_backend._model.generation_config
+
+        def __call__(self, **kwargs):
+            raise RuntimeError(
+                "DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"
+            )
+
+    engine.model = NoRoom()
+    monkeypatch.setattr(float32_backend, "_engine", engine)
+    with pytest.raises(CorebenchError, match=r"out of memory on cpu .* smaller max_batch"):
         float32_backend.generate_batch(requests()[:2])
+    monkeypatch.undo()
+    engine.close()
+    assert float32_backend.generate_batch(requests(4)[:1])[0].completion_tokens == 4
 
 
 def test_a_sample_does_not_depend_on_the_batch_it_was_drawn_in(float32_backend):

@@ -6,6 +6,7 @@ import pytest
 
 from corebench.harness import GenerationRequest, Message
 from corebench.harness.errors import CorebenchError
+from corebench.harness.extract import CLOSED_CODE_BLOCK
 from corebench.plugins.backends.vllm_backend import (
     VllmBackend,
     engine_kwargs,
@@ -49,13 +50,25 @@ def test_request_output_becomes_a_generation():
         prompt_token_ids=[1, 2, 3],
         outputs=[SimpleNamespace(text="def f(): pass", token_ids=[5, 6], finish_reason="length")],
     )
-    generation = to_generation(output, latency_s=0.5, batch_size=8)
+    generation = to_generation(output, request(), latency_s=0.5, batch_size=8)
     assert (generation.prompt_tokens, generation.completion_tokens, generation.finish_reason) == (
         3,
         2,
         "length",
     )
     assert generation.batch_size == 8
+
+
+def test_a_stop_pattern_cuts_the_text_vllm_could_not_stop():
+    answer = "```python\ndef f(): pass\n```\nMore text ```python\nx\n```"
+    output = SimpleNamespace(
+        prompt_token_ids=[1],
+        outputs=[SimpleNamespace(text=answer, token_ids=[5] * 30, finish_reason="length")],
+    )
+    wanted = request(stop_pattern=CLOSED_CODE_BLOCK)
+    generation = to_generation(output, wanted, latency_s=0.1, batch_size=1)
+    assert generation.text == "```python\ndef f(): pass\n```"
+    assert generation.finish_reason == "stop"
 
 
 def test_without_vllm_the_error_says_what_to_do():

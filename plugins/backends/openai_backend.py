@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from corebench.harness import Backend, CorebenchError, Generation, GenerationRequest, hookimpl
+from corebench.harness.backend import cut_at_stop
 from corebench.harness.config import OPENAI_MAX_IN_FLIGHT
 
 
@@ -105,11 +106,12 @@ class OpenAIBackend(Backend):
             latency = time.perf_counter() - started
         choice = response.choices[0]
         usage = response.usage
+        text, stopped = cut_at_stop(choice.message.content or "", request)  # no server stops there
         return Generation(
-            text=choice.message.content or "",
+            text=text,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
-            finish_reason="length" if choice.finish_reason == "length" else "stop",
+            finish_reason="length" if choice.finish_reason == "length" and not stopped else "stop",
             latency_s=latency,
         )
 

@@ -1,10 +1,10 @@
 """Sampling where each request draws from its own random generator.
 
 ``torch.multinomial`` inside ``generate`` draws every row of a batch from the process's one
-generator, so what a request samples depends on which requests shared its batch and in which
-order. Here each row gets a ``torch.Generator`` seeded with its request's seed, and a token is
+generator, so what a request samples would depend on which requests shared its batch and in which
+order. Here each request gets a ``torch.Generator`` seeded with its request's seed, and a token is
 drawn by the Gumbel-max trick (the arg-max of logits plus Gumbel noise is a sample of their
-softmax), after temperature and top-p, all computed row by row: the same request with the same
+softmax), after temperature and top-p, computed for its row alone: the same request with the same
 seed samples the same tokens alone or in any batch.
 """
 
@@ -30,19 +30,16 @@ def nucleus(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.empty_like(scores).scatter_(-1, order, masked)
 
 
-class PerRequestSampler:
-    """A logits processor for greedy decoding that turns it into sampling, row by row."""
+class RowSampler:
+    """Samples one request's tokens from its own generator, whatever batch its logits come in."""
 
-    def __init__(self, seeds: list[int], temperature: float, top_p: float, device: Any = "cpu"):
+    def __init__(self, seed: int, temperature: float, top_p: float, device: Any = "cpu"):
         self.temperature, self.top_p = temperature, top_p
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
 
-    def noise(self, rows: int, vocabulary: int, device: Any) -> torch.Tensor:
-        uniform = torch.stack(
-            [torch.rand(vocabulary, generator=g, device=device) for g in self.generators[:rows]]
-        )
-        return -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        scores = nucleus(scores.float() / self.temperature, self.top_p)
-        return scores + self.noise(scores.shape[0], scores.shape[1], scores.device)
+    def sample(self, logits: torch.Tensor) -> int:
+        """A token drawn from the softmax of one row of ``logits`` (after temperature, top-p)."""
+        scores = nucleus(logits.float() / self.temperature, self.top_p)
+        uniform = torch.rand(scores.shape[-1], generator=self.generator, device=scores.device)
+        gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
+        return int((scores + gumbel).argmax())

@@ -1,21 +1,24 @@
-"""Local models through Hugging Face transformers: batched generation with left padding."""
+"""Local models through Hugging Face transformers, decoded with continuous batching (engine.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corebench.harness import (
-    BatchingBackend,
+    Backend,
     CorebenchError,
     Generation,
     GenerationRequest,
     hookimpl,
 )
-from corebench.harness.config import MANIFEST_NAME
+from corebench.harness.config import DEFAULT_MAX_BATCH, MANIFEST_NAME
 from corebench.harness.metadata import file_fingerprint
+
+if TYPE_CHECKING:  # torch is imported only when a model loads
+    from corebench.plugins.backends.engine import DecodeEngine
 
 
 def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
@@ -47,14 +50,20 @@ def is_out_of_memory(exc: BaseException) -> bool:
     )
 
 
-class TransformersBackend(BatchingBackend):
+class TransformersBackend(Backend):
     name = "hf"
     description = "Hugging Face transformers: local checkpoint dir or Hub id, CPU or GPU, batched"
 
     def __init__(
-        self, target: str = "", device: str | None = None, dtype: str = "auto", **options: Any
+        self,
+        target: str = "",
+        device: str | None = None,
+        dtype: str = "auto",
+        max_batch: int = DEFAULT_MAX_BATCH,
+        **options: Any,
     ):
         super().__init__(target, **options)
+        self.max_batch = int(max_batch)
         if not target:
             raise CorebenchError("the hf backend needs a checkpoint: --model hf:PATH_OR_HUB_ID")
         self.path = target
@@ -62,6 +71,7 @@ class TransformersBackend(BatchingBackend):
         self.dtype_name = dtype
         self._model: Any = None
         self._tokenizer: Any = None
+        self._engine: DecodeEngine | None = None
 
     # --- loading ---------------------------------------------------------------------------------------
     def _check_path(self) -> None:
@@ -118,104 +128,52 @@ class TransformersBackend(BatchingBackend):
         return info
 
     # --- generation ------------------------------------------------------------------------------------
-    def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
-        """Generate a batch; when it does not fit in memory, the two halves one after the other
-        (down to single requests, which get one clear error if even they do not fit)."""
-        try:
-            return self._generate(requests)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            self._release_memory()
-            if len(requests) == 1:
-                raise CorebenchError(
-                    f"out of memory on {self.device} ({self.dtype}) generating up to "
-                    f"{requests[0].max_new_tokens} tokens for one prompt with {self.path}: use a "
-                    "shorter --max-new-tokens, a smaller model, or a device with more memory"
-                ) from None
-        half = len(requests) // 2
-        return self.generate_batch(requests[:half]) + self.generate_batch(requests[half:])
-
-    def _release_memory(self) -> None:
-        import gc
-
-        import torch
-
-        gc.collect()
-        if str(self.device).startswith("cuda"):
-            torch.cuda.empty_cache()
-
-    def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
-        import torch
-
+    @property
+    def engine(self) -> DecodeEngine:
+        """The continuous-batching decode loop over this model (engine.py)."""
         self.load()
-        tok, model = self._tokenizer, self._model
-        first = requests[0]
-        prompts = [
-            tok.apply_chat_template(
-                [m.model_dump() for m in r.messages], add_generation_prompt=True, tokenize=False
-            )
-            for r in requests
-        ]
-        encoded = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
-            self.device
-        )
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": max(r.max_new_tokens for r in requests),
-            "pad_token_id": tok.pad_token_id,
-        }
-        # greedy decoding; at temperature > 0 each request samples with its own generator, so its
-        # tokens do not depend on which requests share its batch (sampling.py)
-        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if first.temperature > 0:
-            from transformers import LogitsProcessorList
+        if self._engine is None:
+            from corebench.plugins.backends.engine import DecodeEngine
 
-            from corebench.plugins.backends.sampling import PerRequestSampler
+            self._engine = DecodeEngine(self._model, self._tokenizer, self.device, self.max_batch)
+        return self._engine
 
-            seeds = [r.seed if r.seed is not None else 0 for r in requests]
-            sampler = PerRequestSampler(seeds, first.temperature, first.top_p, self.device)
-            kwargs["logits_processor"] = LogitsProcessorList([sampler])
-        if first.stop:
-            kwargs.update(stop_strings=first.stop, tokenizer=tok)
-        started = time.perf_counter()
-        with torch.inference_mode():
-            output = model.generate(**encoded, **kwargs)
-        latency = time.perf_counter() - started
-        width = encoded["input_ids"].shape[1]
-        prompt_lengths = encoded["attention_mask"].sum(dim=1).tolist()
-        eos_ids = set(
-            model.generation_config.eos_token_id
-            if isinstance(model.generation_config.eos_token_id, list)
-            else [model.generation_config.eos_token_id]
+    async def generate(self, request: GenerationRequest) -> Generation:
+        engine = self.engine
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Generation] = loop.create_future()
+
+        def settle(result: Generation | BaseException) -> None:
+            if future.done():
+                return
+            if isinstance(result, BaseException):
+                future.set_exception(self._explained(result, request))
+            else:
+                future.set_result(result)
+
+        engine.submit(request, lambda result: loop.call_soon_threadsafe(settle, result))
+        return await future
+
+    def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """Every request to the end (blocking), through the same decode loop."""
+        try:
+            return self.engine.run(requests)
+        except Exception as exc:
+            raise self._explained(exc, requests[0]) from None
+
+    def _explained(self, exc: BaseException, request: GenerationRequest) -> BaseException:
+        if not is_out_of_memory(exc):
+            return exc
+        return CorebenchError(
+            f"out of memory on {self.device} ({self.dtype}) generating up to "
+            f"{request.max_new_tokens} tokens with {self.path}: use a smaller max_batch "
+            "(?max_batch=N), a shorter --max-new-tokens, a smaller model, or more memory"
         )
-        eos_ids |= {tok.eos_token_id}
-        results = []
-        for row, request in enumerate(requests):
-            new = output[row, width:].tolist()
-            finish = "length"
-            for pos, token in enumerate(new):
-                if token in eos_ids:
-                    new, finish = new[: pos + 1], "stop"
-                    break
-            text = tok.decode(new, skip_special_tokens=True)
-            for stop in request.stop:
-                cut = text.find(stop)
-                if cut >= 0:
-                    text, finish = text[:cut], "stop"
-            results.append(
-                Generation(
-                    text=text,
-                    prompt_tokens=int(prompt_lengths[row]),
-                    completion_tokens=len(new),
-                    finish_reason=finish,
-                    latency_s=latency,
-                    batch_size=len(requests),
-                )
-            )
-        return results
 
     def close(self) -> None:
-        self._model = self._tokenizer = None
+        if self._engine is not None:
+            self._engine.close()
+        self._model = self._tokenizer = self._engine = None
 
 
 @hookimpl

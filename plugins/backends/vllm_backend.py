@@ -17,6 +17,7 @@ from corebench.harness import (
     GenerationRequest,
     hookimpl,
 )
+from corebench.harness.backend import cut_at_stop
 
 
 def _flag(value: Any) -> bool:
@@ -59,14 +60,18 @@ def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
     }
 
 
-def to_generation(output: Any, latency_s: float, batch_size: int) -> Generation:
-    """A corebench Generation from a vLLM ``RequestOutput``."""
+def to_generation(
+    output: Any, request: GenerationRequest, latency_s: float, batch_size: int
+) -> Generation:
+    """A corebench Generation from a vLLM ``RequestOutput`` (cut at the request's stop pattern,
+    which vLLM cannot stop at)."""
     completion = output.outputs[0]
+    text, stopped = cut_at_stop(completion.text, request)
     return Generation(
-        text=completion.text,
+        text=text,
         prompt_tokens=len(output.prompt_token_ids or []),
         completion_tokens=len(completion.token_ids),
-        finish_reason="length" if completion.finish_reason == "length" else "stop",
+        finish_reason="length" if completion.finish_reason == "length" and not stopped else "stop",
         latency_s=latency_s,
         batch_size=batch_size,
     )
@@ -107,7 +112,10 @@ class VllmBackend(BatchingBackend):
         started = time.perf_counter()
         outputs = self._llm.chat(conversations, params, use_tqdm=False)
         latency = time.perf_counter() - started
-        return [to_generation(o, latency, len(requests)) for o in outputs]
+        return [
+            to_generation(o, r, latency, len(requests))
+            for o, r in zip(outputs, requests, strict=True)
+        ]
 
     def close(self) -> None:
         self._llm = None

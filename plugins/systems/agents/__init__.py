@@ -74,7 +74,7 @@ async def debug(
     for round_index in range(rounds):
         if check.passed or ctx.calls_left == 0:
             break
-        answer = await ctx.generate(
+        repaired = await ctx.write_code(
             role,
             render(
                 __name__,
@@ -87,7 +87,7 @@ async def debug(
             ),
         )
         history.append({"round": round_index + 1, "feedback": check.feedback})
-        code = ctx.code_from(answer) or code
+        code = repaired or code
         history[-1]["code"] = code
         check = await ctx.run_examples(code)
     return code, check.passed

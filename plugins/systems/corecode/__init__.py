@@ -15,12 +15,22 @@ from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug, recall
 
+# the plan ends with its outline's last line ("Complexity: ..."): nothing after it is read
+OUTLINE_END = r"(?im)^[^\w\n]*complexity[^\w\n]*\w[^\n]*\n"
+
 
 class CoReCode(System):
     name = "corecode"
     description = "CoRe-Code planner-coder: a structured plan, then code that follows it"
     roles = ("planner", "coder")
-    options = {"plan_max_new_tokens": None, "retrieval": False, "retrieval_k": 3, "debug_rounds": 0}
+    options = {
+        # what each role writes: an outline of six short sections, one code block
+        "plan_max_new_tokens": 256,
+        "code_max_new_tokens": 384,
+        "retrieval": False,
+        "retrieval_k": 3,
+        "debug_rounds": 0,
+    }
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         fields = {"prompt": task.prompt, "entry_point": task.entry_point}
@@ -32,11 +42,15 @@ class CoReCode(System):
             "planner",
             render(__name__, "planner.txt", similar=similar, **fields),
             max_new_tokens=self.config["plan_max_new_tokens"],
+            stop_pattern=OUTLINE_END,
         )
         plan = plan.strip()
         ctx.note("plan", plan)
-        answer = await ctx.generate("coder", render(__name__, "coder.txt", plan=plan, **fields))
-        code = ctx.code_from(answer)
+        code = await ctx.write_code(
+            "coder",
+            render(__name__, "coder.txt", plan=plan, **fields),
+            max_new_tokens=self.config["code_max_new_tokens"],
+        )
         if self.config["debug_rounds"]:
             code, _ = await debug(
                 ctx, code, role="coder", rounds=self.config["debug_rounds"], plan=plan

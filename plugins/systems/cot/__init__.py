@@ -22,10 +22,9 @@ class ChainOfThought(System):
             return ctx.code_from(answer)
         reasoning = await ctx.generate("model", render(__name__, "reason.txt", **fields))
         ctx.note("reasoning", reasoning.strip())
-        answer = await ctx.generate(
+        return await ctx.write_code(
             "model", render(__name__, "code.txt", reasoning=reasoning.strip(), **fields)
         )
-        return ctx.code_from(answer)
 
 
 @hookimpl

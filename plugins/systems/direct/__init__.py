@@ -11,11 +11,10 @@ class Direct(System):
     description = "single model, one call: the task prompt in, code out"
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
-        answer = await ctx.generate(
+        return await ctx.write_code(
             "model",
             render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point),
         )
-        return ctx.code_from(answer)
 
 
 @hookimpl

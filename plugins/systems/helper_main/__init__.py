@@ -44,12 +44,10 @@ class HelperMain(System):
             raise CorebenchError(
                 f"helper-main needs a function task; {task.task_id} is a stdin/stdout program"
             )
-        helper_code = ctx.code_from(
-            await ctx.generate("helper", helper_prompt(task)), entry_point=False
-        )
+        helper_code = await ctx.write_code("helper", helper_prompt(task), entry_point=False)
         ctx.note("helper_code", helper_code)
         shown = helper_code if self.config["sequential"] else None
-        main_code = ctx.code_from(await ctx.generate("main", main_prompt(task, shown)))
+        main_code = await ctx.write_code("main", main_prompt(task, shown))
         ctx.note("main_code", main_code)
         if not main_code.strip():
             return ""

@@ -74,10 +74,12 @@ class MapCoder(System):
         for entry in plans:
             if not can_call():
                 break
-            answer = await ctx.generate(
-                "model", render(__name__, "code.txt", plan=entry["plan"], **fields)
+            code = (
+                await ctx.write_code(
+                    "model", render(__name__, "code.txt", plan=entry["plan"], **fields)
+                )
+                or code
             )
-            code = ctx.code_from(answer) or code
             rounds = min(t, max(0, cap - len(ctx.trace)))
             code, passed = await debug(ctx, code, role="model", rounds=rounds, plan=entry["plan"])
             entry["passed_examples"] = passed

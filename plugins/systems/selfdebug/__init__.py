@@ -14,7 +14,7 @@ class SelfDebug(System):
     options = {"rounds": 3}
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
-        answer = await ctx.generate(
+        code = await ctx.write_code(
             "model",
             render(
                 "corebench.plugins.systems.direct",
@@ -23,9 +23,7 @@ class SelfDebug(System):
                 entry_point=task.entry_point,
             ),
         )
-        code, _ = await debug(
-            ctx, ctx.code_from(answer), role="model", rounds=self.config["rounds"]
-        )
+        code, _ = await debug(ctx, code, role="model", rounds=self.config["rounds"])
         return code
 
 
