@@ -130,8 +130,11 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, data_dir):
     )
     deadline = time.time() + 600
     while time.time() < deadline:  # kill after the first sample is stored, mid-run
-        if (killed / "results.sqlite").exists() and len(finished(killed)) >= 1:
-            break
+        try:
+            if (killed / "results.sqlite").exists() and len(finished(killed)) >= 1:
+                break
+        except sqlite3.OperationalError:  # the run is still creating its tables
+            pass
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
