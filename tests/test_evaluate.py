@@ -100,8 +100,8 @@ def test_evaluate_cli_judges_writes_reports_and_resumes(tmp_path, data_dir, mbpp
 
 
 def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch):
-    # Mbpp/9's reference takes about ten times the CPU of Mbpp/2's or Mbpp/6's: judged first, so
-    # a slow task never runs alone at the end of an evaluation
+    # the order follows the references' measured CPU time (read back from the reference cache the
+    # evaluation filled), so a slow task never runs alone at the end of an evaluation
     started = []
 
     class Recording(Executor):
@@ -110,7 +110,8 @@ def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch)
             return await super().evaluate(task_id, *args, **kwargs)
 
     monkeypatch.setattr(evaluate_module, "Executor", Recording)
-    tasks = ["Mbpp/2", "Mbpp/6", "Mbpp/9"]
+    # references measured here at about 4, 30 and 90 ms of CPU: given cheapest first
+    tasks = ["Mbpp/85", "Mbpp/67", "Mbpp/96"]
     rows = [
         {
             "task_id": t,
@@ -120,4 +121,13 @@ def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch)
     ]
     samples = write(tmp_path / "samples.jsonl", rows)
     judged = asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1]))
-    assert judged == 3 and started[0] == "Mbpp/9" and sorted(started) == tasks
+
+    async def costs() -> dict[str, float]:
+        executor = Executor()
+        refs = {t: await executor.reference(t, mbpp.test_suite(t)) for t in tasks}
+        return {t: sum(c for times in r.cpu_s.values() for c in times) for t, r in refs.items()}
+
+    cost = asyncio.run(costs())
+    slowest_first = sorted(tasks, key=cost.__getitem__, reverse=True)
+    assert slowest_first == tasks[::-1] and min(cost.values()) > 0
+    assert judged == len(tasks) and started == slowest_first
