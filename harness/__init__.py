@@ -9,6 +9,7 @@ from .backend import Backend, BatchingBackend
 from .benchmark import Benchmark
 from .context import BudgetExceeded, ExampleCheck, SolveContext
 from .errors import CorebenchError, DatasetMissingError, UnknownNameError
+from .examples import Example, docstring_examples, parse_example, statement_examples
 from .hookspecs import hookimpl
 from .prompts import render
 from .records import (
@@ -19,12 +20,13 @@ from .records import (
     ModelCall,
     RunConfig,
     Solution,
+    StdioExample,
     Task,
     TestOutcome,
     Verdict,
 )
 from .system import System
-from .testsuite import Example, FunctionalSuite, docstring_examples, parse_example
+from .testsuite import FunctionalSuite
 
 __all__ = [
     "Backend",
@@ -44,6 +46,7 @@ __all__ = [
     "RunConfig",
     "Solution",
     "SolveContext",
+    "StdioExample",
     "System",
     "Task",
     "TestOutcome",
@@ -53,4 +56,5 @@ __all__ = [
     "hookimpl",
     "parse_example",
     "render",
+    "statement_examples",
 ]

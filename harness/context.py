@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from .backend import Backend
 from .errors import CorebenchError
+from .examples import Example, parse_example
 from .extract import CLOSED_CODE_BLOCK, extract_code
 from .records import GenerationRequest, Message, ModelCall, Task, TestOutcome, Verdict
-from .testsuite import Example, parse_example
 
 if TYPE_CHECKING:
     from .sandbox import Executor

@@ -61,6 +61,13 @@ class ModelCall(Record):
     batch_size: int = 1
 
 
+class StdioExample(Record):
+    """A sample a contest statement shows: the program's stdin and the stdout expected."""
+
+    input: str
+    output: str
+
+
 class Task(Record):
     """What a system may see of a problem. Hidden tests are never part of it."""
 
@@ -68,7 +75,8 @@ class Task(Record):
     benchmark: str
     prompt: str
     entry_point: str | None = None
-    examples: list[str] = Field(default_factory=list)  # visible example tests, as code
+    # what the prompt shows as examples: assert lines (functions) or stdin/stdout samples
+    examples: list[str | StdioExample] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -17,8 +17,9 @@ from . import hookspecs, records
 from .backend import Backend, BatchingBackend
 from .benchmark import Benchmark
 from .context import SolveContext
+from .examples import Example
 from .system import System
-from .testsuite import Example, FunctionalSuite
+from .testsuite import FunctionalSuite
 
 BEGIN, END = "<!-- reference:begin -->", "<!-- reference:end -->"
 RECORDS = [

@@ -1,18 +1,16 @@
-"""Tests. Hidden suites go from a benchmark to the sandbox only; systems never see them.
-Visible examples (what the prompt shows) may be run by a system on its own code."""
+"""Hidden test suites: they go from a benchmark to the sandbox only; systems never see them.
+(Visible examples, which a system may run on its own code, are in ``examples.py``.)"""
 
 from __future__ import annotations
 
-import ast
-import doctest
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
 from .comparators import Comparator, Exact, comparator_named
+from .examples import parse_example
 
 Mode = Literal["call", "expr", "stdio"]
 
@@ -73,66 +71,6 @@ class FunctionalSuite:
             for args in tests:
                 digest.update(json.dumps(encode(args), sort_keys=True).encode() + b"\n")
         return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Example:
-    """A visible example test, as a system may see it and run it on its own code.
-
-    ``assert f(x) == <literal>`` is evaluated as the expression ``f(x)`` in the sandbox and the
-    output is compared in the harness with the literal; any other assert is evaluated as
-    ``bool(<condition>)`` and must give True.
-    """
-
-    source: str  # the assert as written in the prompt
-    expr: str  # what the sandbox evaluates in the solution's namespace
-    expected: Any
-
-
-def parse_example(source: str) -> Example:
-    """Turn one ``assert ...`` line into an :class:`Example` (ValueError if it is not an assert)."""
-    try:
-        tree = ast.parse(source.strip())
-    except SyntaxError as exc:
-        raise ValueError(f"not a Python assert: {source!r}") from exc
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        raise ValueError(f"not a single assert statement: {source!r}")
-    test = tree.body[0].test
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-        try:
-            expected = ast.literal_eval(test.comparators[0])
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            pass
-        else:
-            return Example(source.strip(), ast.unparse(test.left), expected)
-    return Example(source.strip(), f"bool({ast.unparse(test)})", True)
-
-
-def docstring_examples(prompt: str, entry_point: str) -> list[str]:
-    """Examples a HumanEval-style docstring shows, as assert statements that parse."""
-    found = []
-    try:
-        doctests = doctest.DocTestParser().get_examples(prompt)
-    except ValueError:  # malformed doctest layout
-        doctests = []
-    for example in doctests:
-        want = [line for line in example.want.splitlines() if line.strip() not in ('"""', "'''")]
-        found.append(f"assert {example.source.strip()} == {' '.join(want).strip()}")
-    if not found:
-        call = re.compile(
-            rf"^\s*({re.escape(entry_point)}\(.*\))\s*(?:==|➞|=>|->|should return|returns?)\s*(.+?)\s*$",
-            re.MULTILINE,
-        )
-        found = [f"assert {m[1]} == {m[2].rstrip('.,')}" for m in call.finditer(prompt)]
-    return [source for source in found if _parses(source)]
-
-
-def _parses(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except SyntaxError:
-        return False
-    return True
 
 
 def assert_suite(

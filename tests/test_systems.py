@@ -11,10 +11,10 @@ import pytest
 from corebench.harness import RunConfig, Task, Verdict
 from corebench.harness.context import Limits, Sampling, SolveContext
 from corebench.harness.errors import CorebenchError
+from corebench.harness.examples import parse_example
 from corebench.harness.registry import default_plugins
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
-from corebench.harness.testsuite import parse_example
 from corebench.plugins.systems.agents import parse_recall
 from corebench.plugins.systems.mapcoder import parse_confidence
 
@@ -30,9 +30,11 @@ def prompt_of(request) -> str:
     return request.messages[-1].content
 
 
-def run_one(tmp_path, data_dir, plugins, system, options=None, task="Mbpp/2", model="scripted"):
+def run_one(
+    tmp_path, data_dir, plugins, system, options=None, task="Mbpp/2", model="scripted", bench="mbpp"
+):
     config = RunConfig(
-        benchmark="mbpp",
+        benchmark=bench,
         system=system,
         model=model,
         tasks=[task],
@@ -137,6 +139,38 @@ def test_mapcoder_plans_by_confidence_and_debugs_on_examples(
     assert [p["confidence"] for p in solution.artifacts["plans"]] == [90, 50, 20]
     assert "Set operations." in prompts[1]  # the planner sees the recalled algorithm
     assert result.verdict is Verdict.passed
+
+
+def test_mapcoder_without_examples_returns_the_most_confident_plans_code(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    # HumanEval/38's docstring shows no example: nothing could show a later plan better
+    confidences = {"PLAN-A": 20, "PLAN-B": 90, "PLAN-C": 50}
+
+    def respond(request):
+        text = prompt_of(request)
+        if text.startswith("Recall"):
+            return RECALL
+        if text.startswith("Here is a problem similar"):
+            exemplar = re.search(r"Similar problem:\nDescription: (\w+)", text).group(1)
+            return {"intersect": "PLAN-A", "common": "PLAN-B"}.get(exemplar, "PLAN-C")
+        if text.startswith("Given the task and a plan"):
+            plan = re.search(r"Plan:\n(PLAN-\w)", text).group(1)
+            return f"Confidence: {confidences[plan]}"
+        plan = re.search(r"PLAN-\w", text).group(0)
+        return fenced(f"def decode_cyclic(s):\n    return {plan!r}\n")
+
+    scripted.respond = staticmethod(respond)
+    solution, _ = run_one(
+        tmp_path,
+        data_dir,
+        plugins_with_scripted,
+        "mapcoder",
+        task="HumanEval/38",
+        bench="humaneval",
+    )
+    assert len(solution.trace) == 8 and "PLAN-B" in solution.code  # 1 + 3 x 2 + one coding call
+    assert "example_runs" not in solution.artifacts
 
 
 def test_mapcoder_call_budget_returns_the_code_so_far(

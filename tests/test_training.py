@@ -4,6 +4,7 @@ on the embedded model with tiny settings, its checkpoints then evaluated by the 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -13,15 +14,18 @@ from corebench.harness.extract import extract_code
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 from corebench.harness.testsuite import assert_suite
+from corebench.plugins.systems.corecode.outline import parse_plan
 from corebench.training.cli import model_spec, train
 from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
 from corebench.training.plans import template_plan
 from corebench.training.rewards import (
     RewardLog,
+    authors_pair_reward,
     efficiency,
     execution_reward,
     pair_reward,
+    pair_shape,
     run_tests,
 )
 from corebench.training.settings import load_settings
@@ -104,6 +108,41 @@ def test_rewards_come_from_the_sandbox(tmp_path):
     ]
 
 
+def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
+    from corebench.plugins.systems.helper_main import combine
+
+    helper = "def aux(x):\n    return x + x\n"
+    mains = {
+        "uses aux": "def double(x):\n    y = aux(x)\n    return y if x else 0\n",
+        "thin wrapper": "def double(x):\n    return aux(x)\n",
+        "drops aux's value": "def double(x):\n    aux(x)\n    return 2 * x\n",
+        "ignores aux": "def double(x):\n    return 2 * x\n",
+        "own aux": "def double(x):\n    def aux(v):\n        return 2 * v\n    return aux(x)\n",
+        "wrong": "def double(x):\n    return aux(x) + 1\n",
+    }
+    task = train_task("double", TESTS)
+    programs = {name: combine(helper, main) for name, main in mains.items()}
+    runs = dict(zip(programs, run_tests([(p, task) for p in programs.values()]), strict=True))
+    authors = {
+        name: authors_pair_reward(pair_shape(helper, mains[name], "double"), code, runs[name])
+        for name, code in programs.items()
+    }
+    simple = {name: pair_reward(code, runs[name]) for name, code in programs.items()}
+    assert authors == pytest.approx(
+        {
+            "uses aux": 4.0,
+            "thin wrapper": 3.0,
+            "drops aux's value": 3.5,
+            "ignores aux": 2.5,
+            "own aux": 0.0,
+            "wrong": 1.5,
+        }
+    )
+    # the simple reward cannot tell a collaborating pair from one agent doing the work
+    assert simple["uses aux"] == simple["ignores aux"] == simple["own aux"] == pytest.approx(0.8)
+    assert not pair_shape("def aux(x):\n    pass\n", mains["uses aux"], "double").aux_defined
+
+
 def test_corecode_efficiency_terms_measure_against_the_reference():
     from corebench.training.corecode import planner_reward
     from corebench.training.grpo import code_reward
@@ -133,17 +172,32 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     assert coder == pytest.approx([0.7 + 0.2 * m for m in memory[:3]] + [0.5], abs=0.05)
     assert coder[1] > coder[2] + 0.1  # same tests passed, a fraction of the memory
 
-    class Echo:  # a "coder" that writes back the plan it is given: the plan is the code
+    class Coder:  # writes back the code a plan holds, or the program an honest plan names
         def answer(self, prompts):
-            return [next(a for a in answers if a in p) for p in prompts]
+            named = [re.search(r"the approach numbered (\d)", p) for p in prompts]
+            return [
+                answers[int(m[1])] if m else next(a for a in answers if a in p)
+                for m, p in zip(named, prompts, strict=True)
+            ]
 
-    planner = planner_reward(settings, Echo())(answers, rows)
+    planner = planner_reward(settings, Coder())(answers, rows)
     expected = [1 + 0.2 * s for s in speed[:3]] + [0.0]
-    assert planner == pytest.approx(expected, abs=0.05)
+    assert planner == pytest.approx(expected, abs=0.05)  # code in the plan: no quality term
     assert planner[0] > planner[1] + 0.1
+    honest = [
+        "Input/Output: total receives n and gives back a number.\n"
+        f"Steps:\n1. use the approach numbered {i}\nBranches: none\nLoops: none\n"
+        "Final step: give back the sum.\nComplexity: as few steps as the approach needs."
+        for i in range(4)
+    ]
+    assert all(not parse_plan(h).has_code and parse_plan(h).quality == 1 for h in honest)
+    honest_rewards = planner_reward(settings, Coder())(honest, rows)
+    # the same programs, so the same pass rates; the honest plans add the plan-quality term
+    assert honest_rewards == pytest.approx([r + 0.2 for r in planner], abs=0.05)
+    assert all(h > c + 0.1 for h, c in zip(honest_rewards, planner, strict=True))
     off = load_settings("corecode", None, ["efficiency_weight=0"])
     assert code_reward(off, memory_score)(answers, rows) == pytest.approx([0.7, 0.7, 0.7, 0.5])
-    assert planner_reward(off, Echo())(answers, rows) == pytest.approx([1, 1, 1, 0])
+    assert planner_reward(off, Coder())(answers, rows) == pytest.approx([1, 1, 1, 0])
 
 
 def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
@@ -186,9 +240,28 @@ def test_template_plan_follows_the_corecode_outline():
         "            total += x\n    return total\n",
     )
     plan = template_plan(task)
-    for heading in ("Input/Output:", "Steps:", "Branches:", "Loops:", "Final step:"):
-        assert heading in plan
-    assert "- if x % 2 == 0" in plan and "- over xs" in plan and "return total" in plan
+    outline = parse_plan(plan)
+    assert outline.missing == [] and outline.code_lines == [] and outline.quality == 1
+    assert "- if x % 2 == 0" in plan and "- over xs" in plan and "give back total" in plan
+    assert outline.sections["Complexity"].startswith("about n steps")
+    # what the outline parser counts as code in a plan
+    coded = parse_plan(
+        "Steps:\n1. for x in xs:\n2. total = total + x\n3. return sum(xs)\n"
+        "```python\ndef f(xs):\n    return 0\n```\nFinal step: return the total."
+    )
+    assert coded.code_lines == [
+        "for x in xs:",
+        "total = total + x",
+        "return sum(xs)",
+        "def f(xs):",
+        "return 0",
+    ]
+    assert coded.quality == 0 and coded.missing == [
+        "Input/Output",
+        "Branches",
+        "Loops",
+        "Complexity",
+    ]
 
 
 TINY = [

@@ -2,7 +2,10 @@
 with the other frozen, and each rewarded by how well the pair does.
 
 - Planner phase: a plan's reward is the pass rate of the code the frozen coder writes from it,
-  plus ``efficiency_weight`` × that code's speed score when it passes every test.
+  plus ``efficiency_weight`` × that code's speed score when it passes every test, plus
+  ``plan_quality_weight`` × the plan's quality (the share of the outline it follows, 0 when it
+  holds code: in the spirit of PTA-GRPO's guidance-aware reward, writing the program into the
+  plan scores below an honest plan that leads to the same program).
 - Coder phase: the frozen planner writes a plan per task (greedy); the coder's reward for its
   code given that plan is +0.5 if it runs and +0.1 per passed test, plus ``efficiency_weight`` ×
   its memory score when it passes every test.
@@ -18,6 +21,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 from typing import Any
+
+from corebench.plugins.systems.corecode.outline import parse_plan
 
 from .data import TrainTask, load_train_data
 from .grpo import RewardFn, code_reward, judge, run_grpo
@@ -36,7 +41,8 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
         )
         codes = [t.code_from(a) for a, t in zip(answers, tasks, strict=True)]
         runs, bonus = judge(codes, tasks, speed_score, settings.efficiency_weight)
-        return [r.pass_rate + b for r, b in zip(runs, bonus, strict=True)]
+        quality = [settings.plan_quality_weight * parse_plan(p).quality for p in texts]
+        return [r.pass_rate + b + q for r, b, q in zip(runs, bonus, quality, strict=True)]
 
     return reward
 

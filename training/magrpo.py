@@ -1,6 +1,8 @@
 """MAGRPO with comlrl: a helper agent (``aux``) and a main agent trained jointly with one shared
-reward on their combined program (+0.2 parses, +0.3 runs, +0.1 per passed test), group-relative
-advantages, decentralized execution. The prompts are the ``helper-main`` system's (parallel mode).
+reward on their combined program, group-relative advantages, decentralized execution. The reward
+is the MAGRPO authors' (``pair_reward = "authors"``: structure terms, so main must use ``aux``)
+or the class study's (``"simple"``: +0.2 parses, +0.3 runs, +0.1 per passed test). The prompts
+are the ``helper-main`` system's (parallel mode).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from corebench.plugins.systems.helper_main import combine, helper_prompt, main_p
 from .data import load_train_data
 from .manifest import write_manifest
 from .models import local_checkpoint, pad_outside_prompts
-from .rewards import RewardLog, pair_reward, run_tests
+from .rewards import RewardLog, authors_pair_reward, pair_reward, pair_shape, run_tests
 from .settings import TrainSettings
 
 ROLES = ("helper", "main")
@@ -27,7 +29,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     os.environ.setdefault("WANDB_MODE", "disabled")  # comlrl imports wandb
     from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
 
     data = load_train_data(settings)
     base = local_checkpoint(settings.model)
@@ -56,19 +58,24 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
 
     def reward(helper: list[str], main: list[str], *, batch_items: Any = None) -> list[float]:
         task = tasks[batch_items[0]["idx"]]
-        values = []
-        for helper_text, main_text in zip(helper, main, strict=True):
-            helper_code = extract_code(helper_text, None).code
-            main_code = task.code_from(main_text)
-            values.append(combine(helper_code, main_code) if main_code.strip() else "")
+        helpers = [extract_code(text, None).code for text in helper]
+        mains = [task.code_from(text) for text in main]
+        values = [combine(h, m) if m.strip() else "" for h, m in zip(helpers, mains, strict=True)]
         runs = run_tests([(code, task) for code in values])
-        rewards = [
-            pair_reward(code, run, settings.tests_rewarded)
-            for code, run in zip(values, runs, strict=True)
-        ]
+        if settings.pair_reward == "simple":
+            rewards = [
+                pair_reward(code, run, settings.tests_rewarded)
+                for code, run in zip(values, runs, strict=True)
+            ]
+        else:
+            rewards = [
+                authors_pair_reward(pair_shape(h, m, task.task.entry_point), code, run)
+                for h, m, code, run in zip(helpers, mains, values, runs, strict=True)
+            ]
         log.add(rewards)
         return rewards
 
+    set_seed(settings.seed)  # comlrl has no seed setting: sampling and init follow torch's
     agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
     trainer = MAGRPOTrainer(
         agents=agents,

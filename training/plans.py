@@ -43,14 +43,24 @@ def _phrase(node: ast.stmt) -> str:
     if isinstance(node, ast.If):
         return f"check whether {text(node.test)}"
     if isinstance(node, ast.Return):
-        return f"return {text(node.value)}" if node.value is not None else "return"
+        return f"the result is {text(node.value)}" if node.value is not None else "stop"
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return f"use {', '.join(a.name for a in node.names)}"
-    return text(node).splitlines()[0]
+    if isinstance(node, ast.Expr):
+        return f"evaluate {text(node.value)}"
+    return f"do: {text(node).splitlines()[0]}"
+
+
+def _loop_depth(node: ast.AST, depth: int = 0) -> int:
+    """How deeply loops nest inside ``node``."""
+    here = depth + isinstance(node, (ast.For, ast.While, ast.comprehension))
+    return max([here, *(_loop_depth(c, here) for c in ast.iter_child_nodes(node))])
 
 
 def template_plan(task: TrainTask) -> str:
-    """A plan read off the reference solution's syntax tree."""
+    """A plan read off the reference solution's syntax tree, in the outline's words: steps as
+    actions on the expressions they use, never statements of code (``outline.code_lines`` finds
+    none in it)."""
     try:
         tree = ast.parse(task.reference)
     except SyntaxError:
@@ -86,9 +96,17 @@ def template_plan(task: TrainTask) -> str:
             *(branches or ["- none"]),
             "Loops:",
             *(loops or ["- none"]),
-            f"Final step: return {returns[-1] if returns else 'the result'}.",
+            f"Final step: give back {returns[-1] if returns else 'the result'}.",
+            f"Complexity: {_complexity(_loop_depth(fn))}.",
         ]
     )
+
+
+def _complexity(depth: int) -> str:
+    if depth == 0:
+        return "a fixed number of steps, constant extra memory"
+    power = "n" if depth == 1 else f"n^{depth}"
+    return f"about {power} steps for an input of size n (loops nested {depth} deep)"
 
 
 def model_plans(tasks: list[TrainTask], spec: str, max_new_tokens: int) -> list[str]:

@@ -2,8 +2,10 @@
 
 - ``execution_reward`` (single-agent GRPO, as in the MAGRPO class study): +0.5 if the program runs,
   +0.1 per passed test, up to ``cap`` tests.
-- ``pair_reward`` (MAGRPO pairs): +0.2 if the combined program parses, +0.3 if it runs, +0.1 per
-  passed test, up to ``cap`` tests.
+- ``authors_pair_reward`` (MAGRPO pairs, the default): the MAGRPO authors' reward, which also
+  scores the pair's structure (``aux`` defined and used, main not a thin wrapper), so the pair
+  cannot collapse into one agent; ``pair_reward`` (``pair_reward = "simple"``): the class
+  study's +0.2 if the combined program parses, +0.3 if it runs, +0.1 per passed test.
 - ``pass_rate``: the share of tests passed (CoRe-Code's coder and, through the coder, planner).
 - ``efficiency``: for programs that pass every test, CPU time and peak memory against the task's
   reference solution, measured one program at a time as the evaluation's efficiency phase does;
@@ -132,7 +134,87 @@ def execution_reward(run: TestRun, cap: int = 5) -> float:
 
 
 def pair_reward(code: str, run: TestRun, cap: int = 5) -> float:
+    """The class study's joint reward: +0.2 parses, +0.3 runs, +0.1 per passed test (to ``cap``)."""
     return (0.2 if parses(code) else 0.0) + (0.3 if run.runs else 0.0) + 0.1 * min(run.passed, cap)
+
+
+@dataclass(frozen=True)
+class PairShape:
+    """How a helper/main pair is put together, read from their code's syntax trees."""
+
+    aux_defined: bool  # the helper defines `aux`, with a return statement
+    main_defined: bool  # the main agent defines the entry point, with a return statement
+    main_uses_aux: bool  # the entry point calls `aux`
+    thin_wrapper: bool  # the entry point is only `return aux(...)`
+    aux_result_ignored: bool  # some call of `aux` is a statement of its own (its value dropped)
+    main_defines_aux: bool  # the main agent wrote its own `aux` instead of using the helper's
+
+
+def _function(code: str, name: str) -> ast.FunctionDef | None:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    return next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name), None
+    )
+
+
+def _returns(function: ast.FunctionDef | None) -> bool:
+    return function is not None and any(
+        isinstance(n, ast.Return) and n.value is not None for n in ast.walk(function)
+    )
+
+
+def _calls(node: ast.AST, name: str) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+    ]
+
+
+def pair_shape(
+    helper_code: str, main_code: str, entry_point: str, helper: str = "aux"
+) -> PairShape:
+    aux, main = _function(helper_code, helper), _function(main_code, entry_point)
+    calls = _calls(main, helper) if main is not None else []
+    body = main.body if main is not None else []
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    thin = (
+        len(body) == 1
+        and isinstance(body[0], ast.Return)
+        and isinstance(body[0].value, ast.Call)
+        and body[0].value in calls
+    )
+    statements = {id(n.value) for n in ast.walk(main) if isinstance(n, ast.Expr)} if main else set()
+    return PairShape(
+        aux_defined=_returns(aux),
+        main_defined=_returns(main),
+        main_uses_aux=bool(calls),
+        thin_wrapper=thin,
+        aux_result_ignored=any(id(c) in statements for c in calls),
+        main_defines_aux=_function(main_code, helper) is not None,
+    )
+
+
+def authors_pair_reward(shape: PairShape, code: str, run: TestRun) -> float:
+    """The MAGRPO authors' helper/main reward (at most 4): +0.4 `aux` defined, +0.6 main
+    defined; then (main defined) +0.5 the combined program parses; then +1 x the share of tests
+    passed and, once a test passes and main calls `aux`: +0.5, +1 unless main only returns
+    `aux(...)`, -0.5 if a call's value is dropped. A main agent that defines its own `aux` (the
+    pair collapsed into one agent) gets 0, as the authors' collaboration check does."""
+    if shape.main_defines_aux:
+        return 0.0
+    reward = 0.4 * shape.aux_defined + 0.6 * shape.main_defined
+    if not shape.main_defined or not parses(code):
+        return reward
+    reward += 0.5 + run.pass_rate
+    if run.passed and shape.aux_defined and shape.main_uses_aux:
+        reward += 0.5 + (0.0 if shape.thin_wrapper else 1.0)
+        reward -= 0.5 if shape.aux_result_ignored else 0.0
+    return reward
 
 
 class RewardLog:

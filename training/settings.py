@@ -17,6 +17,7 @@ import tomllib
 from corebench.harness.errors import CorebenchError, UnknownNameError
 
 METHODS = ("grpo", "pta", "magrpo", "corecode", "sft")
+PAIR_REWARDS = ("authors", "simple")
 
 
 @dataclass
@@ -47,8 +48,10 @@ class TrainSettings:
     max_time_s: float | None = None  # stop after this long (checked after each step), then save
     # rewards
     tests_rewarded: int = 5  # +0.1 per passed test, up to this many
+    pair_reward: str = "authors"  # magrpo: the MAGRPO authors' reward, or "simple" (class study)
     plan_weight: float = 0.5  # pta / corecode planner: weight of the plan's outcome term
     efficiency_weight: float = 0.2  # corecode: speed (planner) and memory (coder) terms; 0 = off
+    plan_quality_weight: float = 0.2  # corecode planner: outline followed, no code in the plan
     # corecode: alternate planner and coder phases, optionally from SFT checkpoints
     rounds: int = 1
     planner_model: str | None = None
@@ -66,6 +69,8 @@ class TrainSettings:
     def validate(self) -> TrainSettings:
         if self.method not in METHODS:
             raise UnknownNameError("training method", self.method, METHODS)
+        if self.pair_reward not in PAIR_REWARDS:
+            raise UnknownNameError("pair reward", self.pair_reward, PAIR_REWARDS)
         if self.num_generations < 2:
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
         return self

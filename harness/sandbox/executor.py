@@ -11,7 +11,7 @@ import asyncio
 import os
 from typing import Any
 
-from ..comparators import Close
+from ..comparators import Close, Tokens
 from ..config import (
     DEFAULT_TEST_TIME_LIMIT_S,
     EXAMPLE_TIME_LIMIT_S,
@@ -25,8 +25,9 @@ from ..config import (
     TIME_LIMIT_FACTOR,
 )
 from ..errors import CorebenchError
+from ..examples import Example
 from ..records import Efficiency, ExecutionResult, TestOutcome, calibrated
-from ..testsuite import Example, FunctionalSuite
+from ..testsuite import FunctionalSuite
 from .codec import encode
 from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
 from .judging import Judged, KeepGoing, run_judging, wall_budget
@@ -166,16 +167,22 @@ class Executor:
     async def run_examples(self, code: str, examples: list[Example]) -> list[TestOutcome]:
         """Run a system's own code on visible examples (for debugging agents, not for scoring).
         Every example runs, so the feedback lists all that fail."""
+        modes = {e.mode for e in examples}
+        if len(modes) != 1:
+            raise CorebenchError(f"a task's examples must share one mode, not {sorted(modes)}")
+        mode = modes.pop()
         plan = [("examples", i, []) for i in range(len(examples))]
         limits = [EXAMPLE_TIME_LIMIT_S] * len(examples)
-        verdicts = Verdicts(plan, {"examples": [e.expected for e in examples]}, Close())
-        job = self.bare_job(
-            code,
-            mode="expr",
-            tests=[expr_test(e.expr, EXAMPLE_TIME_LIMIT_S) for e in examples],
-            stop_on_error=False,
-        )
-        judged = await self.run_judging(job, _budgets(limits, "expr"))
+        expected = {"examples": [e.expected for e in examples]}
+        if mode == "stdio":  # whole programs, judged as the contest benchmarks judge them
+            verdicts = Verdicts(plan, expected, Tokens())
+            wall = wall_budget(EXAMPLE_TIME_LIMIT_S)
+            tests = [stdio_test(e.expr, EXAMPLE_TIME_LIMIT_S, wall) for e in examples]
+        else:
+            verdicts = Verdicts(plan, expected, Close())
+            tests = [expr_test(e.expr, EXAMPLE_TIME_LIMIT_S) for e in examples]
+        job = self.bare_job(code, mode=mode, tests=tests, stop_on_error=False)
+        judged = await self.run_judging(job, _budgets(limits, mode))
         result = verdicts.result("examples", 0, judged)
         if result.tests and len(result.tests) == len(examples):
             return result.tests

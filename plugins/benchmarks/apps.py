@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import Tokens, Unwrap
 from corebench.harness.errors import UnknownNameError
+from corebench.harness.examples import io_blocks, statement_examples
 
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
 from .hub_data import HubDataset
@@ -76,12 +77,20 @@ class Apps(ContestBenchmark):
         task_id = (
             f"APPS/{row['problem_id']}" if split == "test" else f"APPS/{split}/{row['problem_id']}"
         )
+        # examples: only what the statement shows (APPS has no separate public tests)
+        if entry is None:
+            examples: list[str | StdioExample] = list(statement_examples(row["question"]))
+        else:
+            examples = list(
+                io_blocks(row["question"], f"Solution().{fn_name}" if "." in entry else entry)
+            )
         return ContestProblem(
             Task(
                 task_id=task_id,
                 benchmark=self.name,
                 prompt=task_prompt(row["question"], starter, entry),
                 entry_point=entry,
+                examples=examples,
                 metadata={"split": split, "level": row["difficulty"], "url": row.get("url", "")},
             ),
             suite,

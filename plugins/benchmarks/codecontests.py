@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import Tokens
 from corebench.harness.errors import UnknownNameError
 
@@ -96,6 +96,8 @@ class CodeContests(ContestBenchmark):
                 task_id=task_id,
                 benchmark=self.name,
                 prompt=task_prompt(row["description"]),
+                # the public tests are the statement's examples (the prompt shows them)
+                examples=public_examples(row.get("public_tests") or {}),
                 metadata=metadata,
             ),
             FunctionalSuite(
@@ -108,6 +110,13 @@ class CodeContests(ContestBenchmark):
                 time_limit_s=seconds or None,
             ),
         )
+
+
+def public_examples(tests: dict[str, list[str]]) -> list[StdioExample]:
+    return [
+        StdioExample(input=i, output=o)
+        for i, o in zip(tests.get("input") or [], tests.get("output") or [], strict=False)
+    ]
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.config import ENV_DATA_DIR, offline
 from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
-from corebench.harness.testsuite import docstring_examples
+from corebench.harness.examples import docstring_examples
 from corebench.plugins.benchmarks.evalplus_oracles import EvalPlusComparator
 from corebench.plugins.benchmarks.mbpp_original import MbppProblem, load_mbpp
 

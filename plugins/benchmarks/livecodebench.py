@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from corebench.harness import FunctionalSuite, Task, hookimpl
+from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import JsonEqual, Tokens
 from corebench.harness.errors import CorebenchError
 
@@ -133,7 +133,8 @@ class LiveCodeBench(ContestBenchmark):
             ]
             suite = FunctionalSuite(entry, "", inputs, expected=expected, comparator=JsonEqual())
         else:
-            entry, examples = None, []
+            entry = None
+            examples = [StdioExample(input=c["input"], output=c["output"]) for c in public]
             inputs = {name: [[c["input"]] for c in cs] for name, cs in cases.items() if cs}
             expected = {name: [c["output"] for c in cs] for name, cs in cases.items() if cs}
             suite = FunctionalSuite(

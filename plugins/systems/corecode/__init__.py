@@ -14,6 +14,7 @@ from __future__ import annotations
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug, recall
+from corebench.plugins.systems.corecode.outline import parse_plan
 
 # the plan ends with its outline's last line ("Complexity: ..."): nothing after it is read
 OUTLINE_END = r"(?im)^[^\w\n]*complexity[^\w\n]*\w[^\n]*\n"
@@ -46,6 +47,7 @@ class CoReCode(System):
         )
         plan = plan.strip()
         ctx.note("plan", plan)
+        ctx.note("plan_outline", parse_plan(plan).as_artifact())  # its sections, and any code
         code = await ctx.write_code(
             "coder",
             render(__name__, "coder.txt", plan=plan, **fields),

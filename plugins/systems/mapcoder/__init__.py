@@ -4,7 +4,8 @@
 2. Planning: per exemplar, a plan for this task, then a separate call rating it 0-100.
 3. Coding: plans in confidence order; each plan's code runs on the *visible* examples.
 4. Debugging: on failure, up to ``t`` repair rounds for that plan; the first code that passes the
-   examples is the answer, else the last code written.
+   examples is the answer, else the last code written. A task without visible examples gets the
+   highest-confidence plan's code (no later plan could be shown better).
 
 Worst case ``1 + 2k + k(1 + t)`` calls; ``max_calls`` (and the run's per-sample budget) stop it
 early with the best code so far. Unlike the published code, the examples are only those the
@@ -80,6 +81,8 @@ class MapCoder(System):
                 )
                 or code
             )
+            if not ctx.examples:  # nothing can tell the plans apart: the most confident one's code
+                break
             rounds = min(t, max(0, cap - len(ctx.trace)))
             code, passed = await debug(ctx, code, role="model", rounds=rounds, plan=entry["plan"])
             entry["passed_examples"] = passed
