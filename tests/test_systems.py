@@ -4,7 +4,9 @@ the sandboxed example runs of the debugging agents, and that no hidden test reac
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -137,6 +139,7 @@ def test_mapcoder_plans_by_confidence_and_debugs_on_examples(
     assert all("fails some of its examples" in p and "PLAN-B" in p for p in prompts[8:13])
     assert "PLAN-C" in prompts[13] and len(prompts) == 14
     assert [p["confidence"] for p in solution.artifacts["plans"]] == [90, 50, 20]
+    assert solution.artifacts["recalled"]["parsed"] == solution.artifacts["recalled"]["asked"] == 3
     assert "Set operations." in prompts[1]  # the planner sees the recalled algorithm
     assert result.verdict is Verdict.passed
 
@@ -329,3 +332,31 @@ def test_parsers_tolerate_what_small_models_write():
     recalled = parse_recall(RECALL, k=2)
     assert len(recalled.exemplars) == 2 and recalled.tutorial == "Set operations."
     assert parse_recall("just prose", k=3).exemplars == ["just prose"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Problem 1: two sum\nPlan: a\n\nProblem 2: three sum\nPlan: b\n\nProblem 3: x\nPlan: c\n\n"
+        "Algorithm: hashing",
+        "### Problem 1\ntwo sum\n### Problem 2\nthree sum\n### Problem 3\nx\n### Relevant Algorithm\n"
+        "hashing",
+        "**Problem 1:** two sum\n**Problem 2:** three sum\n**Problem 3:** x\n**Algorithm:** hashing",
+        "<problem>\ntwo sum\n</problem>\n<problem>\nthree sum\n</problem>\n<problem>\nx\n</problem>\n"
+        "## Algorithm\nhashing",
+    ],
+)
+def test_recall_reads_k_exemplars_in_the_layouts_models_use(answer):
+    recalled = parse_recall(answer, k=3)
+    assert [e.split("\n")[0] for e in recalled.exemplars] == ["two sum", "three sum", "x"]
+    assert recalled.tutorial == "hashing"
+
+
+def test_recall_on_recorded_answers_of_the_embedded_model():
+    # real greedy answers of the 135M model to the recall prompt (k=3): it never writes a second
+    # exemplar (one code block, or one paragraph repeated), so MapCoder plans once; the parser
+    # must not invent exemplars out of the repetition either
+    recorded = json.loads((Path(__file__).parent / "fixtures/recall/smollm2-135m.json").read_text())
+    answers = [a["answer"] for a in recorded["answers"]]
+    assert len(answers) == 12
+    assert [len(parse_recall(a, 3).exemplars) for a in answers] == [1] * 12

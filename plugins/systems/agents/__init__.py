@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from corebench.harness import SolveContext
 from corebench.harness.prompts import render
 
-_PROBLEM = re.compile(r"^#+\s*Problem\s*\d*\s*:?\s*$", re.MULTILINE | re.IGNORECASE)
-_ALGORITHM = re.compile(r"^#+\s*Algorithm\b.*$", re.MULTILINE | re.IGNORECASE)
+# an exemplar starts at a heading line: "## Problem", "Problem 2:", "**Problem 3**",
+# "### Exemplar 1: Two Sum", "<problem>"; the rest of such a line is the exemplar's title
+_PROBLEM = re.compile(
+    r"^[#* \t]*(?:problem|exemplar)(?:[ \t]*\d+[ \t]*\**[ \t]*[:.]?|[ \t]*\**[ \t]*:|[ \t]*\**[ \t]*$)"
+    r"\**[ \t]*|^[ \t]*<problem>",
+    re.MULTILINE | re.IGNORECASE,
+)
+_ALGORITHM = re.compile(
+    r"^[#* \t]*(?:relevant[ \t]+)?algorithm\b[ \t]*\**[ \t]*:?\**[ \t]*", re.MULTILINE | re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ def parse_recall(answer: str, k: int) -> Recalled:
     algorithm = _ALGORITHM.search(answer)
     if algorithm:
         answer, tutorial = answer[: algorithm.start()], answer[algorithm.end() :].strip()
-    pieces = [p.strip() for p in _PROBLEM.split(answer)]
+    pieces = [p.replace("</problem>", "").strip() for p in _PROBLEM.split(answer)]
     exemplars = [p for p in pieces[1:] if p] if len(pieces) > 1 else [answer.strip()]
     return Recalled([e for e in exemplars if e][:k] or [answer.strip()], tutorial)
 
@@ -50,7 +58,15 @@ async def recall(ctx: SolveContext, role: str, k: int) -> Recalled:
     """One call: the model recalls ``k`` similar problems with their plans and code."""
     answer = await ctx.generate(role, render(__name__, "recall.txt", prompt=ctx.task.prompt, k=k))
     recalled = parse_recall(answer, k)
-    ctx.note("recalled", {"exemplars": recalled.exemplars, "tutorial": recalled.tutorial})
+    ctx.note(
+        "recalled",
+        {
+            "asked": k,
+            "parsed": len(recalled.exemplars),  # small models often give one, whatever k
+            "exemplars": recalled.exemplars,
+            "tutorial": recalled.tutorial,
+        },
+    )
     return recalled
 
 
