@@ -459,28 +459,27 @@ def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out
           accelerate_file: Path | None, gpus: int, data_dir: Path | None) -> None:  # fmt: skip
     """Train checkpoints: grpo, pta (plan-then-act), magrpo (helper/main pair), corecode
     (planner/coder, collaboration-aware), sft (planner/coder cold start)."""
-    from corebench.training.cli import model_spec
+    from corebench.training.cli import evaluate_command
     from corebench.training.cli import train as run_training
     from corebench.training.settings import load_settings
-
-    if accelerate_file:
-        from corebench.training.scaleout import launch_command, write_accelerate_config
-
-        write_accelerate_config(accelerate_file, gpus)
-        click.echo(f"wrote {accelerate_file}; run:")
-        click.echo(launch_command(accelerate_file, method, config_path))
-        return
 
     extra = [*overrides]
     if out:
         extra.append(f"out={json.dumps(out)}")
     if data_dir:
         extra.append(f"data_dir={json.dumps(str(data_dir))}")
-    settings = load_settings(method, config_path, extra)
+    settings = load_settings(method, config_path, extra)  # bad settings fail before any launch
+    if accelerate_file:
+        from corebench.training.scaleout import launch_command, write_accelerate_config
+
+        write_accelerate_config(accelerate_file, gpus)
+        click.echo(f"wrote {accelerate_file}; run:")
+        click.echo(launch_command(accelerate_file, method, config_path, extra))
+        return
     checkpoints = run_training(settings)
     for role, path in checkpoints.items():
         click.echo(f"{role}: {path}")
-    click.echo(f"evaluate with: corebench run --model {model_spec(checkpoints)}")
+    click.echo(f"evaluate with: {evaluate_command(settings, checkpoints)}")
 
 
 @main.command("list")

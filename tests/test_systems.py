@@ -217,6 +217,34 @@ def test_helper_main_combines_the_pair(
     assert result.verdict is Verdict.passed
 
 
+def test_helper_main_turns_feed_back_the_example_results(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    # turn 1: main ignores what aux gives; the examples fail, both agents see the results and
+    # rewrite; turn 2 passes its examples, so no third turn is asked for
+    helper = "def aux(a, b):\n    return set(a) & set(b)\n"
+    wrong = "def similar_elements(a, b):\n    return ()\n"
+    right = "def similar_elements(a, b):\n    return tuple(aux(a, b))\n"
+
+    def respond(request):
+        text = prompt_of(request)
+        if "helper" in text.split(".")[0]:
+            return fenced(helper)
+        return fenced(right if "Results on the examples" in text else wrong)
+
+    scripted.respond = staticmethod(respond)
+    solution, result = run_one(
+        tmp_path, data_dir, plugins_with_scripted, "helper-main", {"turns": 3}
+    )
+    assert [c.role for c in solution.trace] == ["helper", "main", "helper", "main"]
+    prompts = [prompt_of(r) for r in scripted.requests]
+    assert "failed: assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10)))" in prompts[2]
+    assert "return ()" in prompts[2] and "return ()" in prompts[3]  # each sees the pair's code
+    turns = solution.artifacts["turns"]
+    assert [t.get("passed_examples") for t in turns] == [False, True]
+    assert solution.artifacts["example_runs"] == 2 and result.verdict is Verdict.passed
+
+
 def test_corecode_retrieval_and_debugging_add_ons(
     tmp_path, data_dir, scripted, plugins_with_scripted
 ):

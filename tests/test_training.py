@@ -332,6 +332,41 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
 
 
 @pytest.mark.model
+def test_multi_turn_magrpo_feeds_the_sandbox_results_back(tmp_path, data_dir, monkeypatch):
+    import corebench.training.magrpo as magrpo
+
+    checks: list[tuple[str, str]] = []  # (program, feedback) of every transition between turns
+
+    def recording(programs):
+        out = real(programs)
+        checks.extend((c, f) for (c, _), (_, f) in zip(programs, out, strict=True))
+        return out
+
+    real = magrpo.example_feedback
+    monkeypatch.setattr(magrpo, "example_feedback", recording)
+    settings = load_settings(
+        "magrpo",
+        None,
+        [
+            *TINY,
+            "steps=1",
+            "turns=2",
+            f"out={json.dumps(str(tmp_path / 'ckpt'))}",
+            f"data_dir={json.dumps(str(data_dir))}",
+        ],
+    )
+    checkpoints = train(settings)
+    # aligned joint actions: 2 at turn 1, each expanded into 2 more at turn 2
+    assert len(checks) == 2
+    assert all(f.startswith(("passed: assert", "failed: assert")) for _, f in checks), checks
+    rewards = (tmp_path / "ckpt" / "rewards.txt").read_text().split()
+    assert len(rewards) == 2 + 4
+    manifest = json.loads((checkpoints["main"] / "corebench_manifest.json").read_text())
+    assert manifest["steps"] == 1 and manifest["system_options"] == {"turns": 2}
+    assert manifest["settings"]["pair_reward"] == "authors"
+
+
+@pytest.mark.model
 def test_grpo_trains_on_apps_programs_and_the_checkpoint_runs_there(tmp_path):
     from pathlib import Path
 

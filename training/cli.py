@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
-from .settings import TrainSettings
+from .settings import EVALUATE_WITH, TrainSettings
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
@@ -31,3 +32,16 @@ def model_spec(checkpoints: dict[str, Path]) -> str:
     if list(checkpoints) == ["model"]:
         return f"hf:{checkpoints['model']}"
     return ",".join(f"{role}=hf:{path}" for role, path in checkpoints.items())
+
+
+def evaluate_command(settings: TrainSettings, checkpoints: dict[str, Path]) -> str:
+    """The `corebench run` command that evaluates these checkpoints the way they were trained."""
+    parts = [
+        "corebench run",
+        f"--bench {settings.benchmark}",
+        f"--system {EVALUATE_WITH[settings.method]}",
+    ]
+    if settings.method == "magrpo" and settings.turns > 1:
+        parts.append(f"-O turns={settings.turns}")
+    parts.append(f"--model {shlex.quote(model_spec(checkpoints))}")
+    return " ".join(parts)

@@ -30,7 +30,7 @@ from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .plans import coder_prompt, planner_prompt
 from .rewards import memory_score, speed_score
-from .settings import TrainSettings
+from .settings import EVALUATE_WITH, TrainSettings
 
 
 def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
@@ -110,7 +110,7 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
             data=data,
             steps=steps[role],
             reward_curve=curves[role],
-            extra={"evaluate_with": "corecode", "rounds": settings.rounds},
+            extra={"evaluate_with": EVALUATE_WITH["corecode"], "rounds": settings.rounds},
         )
         checkpoints[role] = final
     return checkpoints

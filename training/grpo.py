@@ -19,7 +19,7 @@ from .data import TrainData, TrainTask, load_train_data
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .rewards import RewardLog, TestRun, efficiency, execution_reward, run_tests
-from .settings import TrainSettings
+from .settings import EVALUATE_WITH, TrainSettings
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
@@ -247,6 +247,6 @@ def train_grpo(settings: TrainSettings) -> dict[str, Path]:
         data=data,
         steps=steps,
         reward_curve=curve,
-        extra={"evaluate_with": "direct" if settings.method == "grpo" else "cot"},
+        extra={"evaluate_with": EVALUATE_WITH[settings.method]},
     )
     return {"model": final}

@@ -14,13 +14,25 @@ from typing import Any
 
 from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import extract_code
-from corebench.plugins.systems.helper_main import combine, helper_prompt, main_prompt
+from corebench.plugins.systems.helper_main import (
+    combine,
+    feedback_prompts,
+    helper_prompt,
+    main_prompt,
+)
 
 from .data import load_train_data
 from .manifest import write_manifest
 from .models import local_checkpoint, pad_outside_prompts
-from .rewards import RewardLog, authors_pair_reward, pair_reward, pair_shape, run_tests
-from .settings import TrainSettings
+from .rewards import (
+    RewardLog,
+    authors_pair_reward,
+    example_feedback,
+    pair_reward,
+    pair_shape,
+    run_tests,
+)
+from .settings import EVALUATE_WITH, TrainSettings
 
 ROLES = ("helper", "main")
 
@@ -51,8 +63,11 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     replaced_pad = pad_outside_prompts(tokenizer, chat(main_prompt(tasks[0].task)))
 
     # comlrl takes one dataset item per step; cycle through the tasks for `steps` steps
-    items = [{"idx": step % len(tasks)} for step in range(settings.steps)]
-    log = RewardLog(out / "rewards.txt", settings.num_generations)
+    # ("prompt" names the task: comlrl hands it to the transition between turns)
+    items = [{"idx": s % len(tasks), "prompt": str(s % len(tasks))} for s in range(settings.steps)]
+    # per step: G joint answers at turn 1, and each branch G more at every later turn
+    per_step = sum(settings.num_generations**turn for turn in range(1, settings.turns + 1))
+    log = RewardLog(out / "rewards.txt", per_step)
     log.path.unlink(missing_ok=True)
     log.rewards = []
 
@@ -76,6 +91,16 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         return rewards
 
     set_seed(settings.seed)  # comlrl has no seed setting: sampling and init follow torch's
+
+    def transition(*, prompt: str, agent_completions: list[str], **_: Any) -> list[str]:
+        """Between turns: the pair's program on the task's visible examples, fed back to both
+        agents in the prompts the `helper-main` system uses for its later turns."""
+        task = tasks[int(prompt)]
+        helper_code = extract_code(agent_completions[0], None).code
+        main_code = task.code_from(agent_completions[1])
+        [(_, feedback)] = example_feedback([(combine(helper_code, main_code), task.task)])
+        return feedback_prompts(task.task, helper_code, main_code, feedback)
+
     agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
     trainer = MAGRPOTrainer(
         agents=agents,
@@ -84,11 +109,17 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         train_dataset=Dataset.from_list(items),
         reward_func=reward,
         formatters=[
-            lambda item: chat(helper_prompt(tasks[item["idx"]].task)),
-            lambda item: chat(main_prompt(tasks[item["idx"]].task)),
+            lambda item, external_prompts=None: chat(
+                external_prompts or helper_prompt(tasks[item["idx"]].task)
+            ),
+            lambda item, external_prompts=None: chat(
+                external_prompts or main_prompt(tasks[item["idx"]].task)
+            ),
         ],
+        external_transition=transition if settings.turns > 1 else None,
         args=MAGRPOConfig(
-            num_turns=1,
+            num_turns=settings.turns,
+            early_termination_threshold=None,  # every branch gets its H turns
             num_train_epochs=1,
             num_generations=settings.num_generations,
             max_new_tokens=settings.max_completion_length,
@@ -116,9 +147,13 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
             role=role,
             base_model=settings.model,
             data=data,
-            steps=settings.steps,
+            steps=len(log.curve()),  # steps taken (each logs its rewards), not asked for
             reward_curve=log.curve(),
-            extra={"evaluate_with": "helper-main", "trainer": "comlrl.MAGRPOTrainer"},
+            extra={
+                "evaluate_with": EVALUATE_WITH["magrpo"],
+                "system_options": {"turns": settings.turns},
+                "trainer": "comlrl.MAGRPOTrainer",
+            },
         )
         checkpoints[role] = final
     return checkpoints

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from corebench.harness.config import EFFICIENCY_REPEATS_TRAINING
+from corebench.harness.context import ExampleCheck
 from corebench.harness.errors import CorebenchError
-from corebench.harness.records import Efficiency, TestOutcome, Verdict
+from corebench.harness.examples import parse_example
+from corebench.harness.records import Efficiency, Task, TestOutcome, Verdict
 from corebench.harness.sandbox import Executor
 
 from .data import TrainTask
@@ -83,6 +85,23 @@ def run_tests(programs: list[tuple[str, TrainTask]]) -> list[TestRun]:
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 
     return _in_own_loop(all_runs)
+
+
+def example_feedback(programs: list[tuple[str, Task]]) -> list[tuple[bool, str]]:
+    """Each program on its task's visible examples (never hidden tests): whether all pass, and
+    the results as a debugging prompt shows them (what multi-turn MAGRPO feeds back)."""
+
+    async def all_checks(executor: Executor) -> list[tuple[bool, str]]:
+        async def one(code: str, task: Task) -> tuple[bool, str]:
+            examples = [parse_example(e) for e in task.examples]
+            if not examples:
+                return False, "(the task shows no examples)"
+            check = ExampleCheck(await executor.run_examples(code, examples), examples)
+            return check.passed, check.feedback
+
+        return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
+
+    return _in_own_loop(all_checks)
 
 
 def efficiency(

@@ -7,6 +7,7 @@ command it prints runs ``corebench train`` unchanged, only the settings differ.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +44,19 @@ def write_accelerate_config(path: Path, processes: int, zero_stage: int = 3) -> 
     return path
 
 
-def launch_command(config_file: Path, method: str, settings_file: Path | None) -> str:
-    """The command that trains ``method`` on GPUs with this accelerate config."""
+def launch_command(
+    config_file: Path, method: str, settings_file: Path | None, overrides: list[str] = ()
+) -> str:
+    """The command that trains ``method`` on GPUs with this accelerate config, carrying the
+    user's own settings (``--config`` and every ``--set``) after the GPU defaults."""
     parts = [
         "accelerate launch",
-        f"--config_file {config_file}",
+        f"--config_file {shlex.quote(str(config_file))}",
         "-m corebench.harness.cli train",
         method,
     ]
     if settings_file:
-        parts.append(f"--config {settings_file}")
-    parts += ["--set use_cpu=false", "--set bf16=true", "--set use_vllm=true"]
+        parts.append(f"--config {shlex.quote(str(settings_file))}")
+    gpu = ["use_cpu=false", "bf16=true", "use_vllm=true"]
+    parts += [f"--set {shlex.quote(item)}" for item in [*gpu, *overrides]]
     return " ".join(parts)

@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
 
 from corebench.harness.errors import CorebenchError, UnknownNameError
 
-METHODS = ("grpo", "pta", "magrpo", "corecode", "sft")
+# the system each method's checkpoints are evaluated with (recorded in every manifest)
+EVALUATE_WITH = {
+    "grpo": "direct",
+    "pta": "cot",
+    "magrpo": "helper-main",
+    "corecode": "corecode",
+    "sft": "corecode",
+}
+METHODS = tuple(EVALUATE_WITH)
 PAIR_REWARDS = ("authors", "simple")
 
 
@@ -49,6 +61,7 @@ class TrainSettings:
     # rewards
     tests_rewarded: int = 5  # +0.1 per passed test, up to this many
     pair_reward: str = "authors"  # magrpo: the MAGRPO authors' reward, or "simple" (class study)
+    turns: int = 1  # magrpo: turns per episode; between turns the pair sees its example results
     plan_weight: float = 0.5  # pta / corecode planner: weight of the plan's outcome term
     efficiency_weight: float = 0.2  # corecode: speed (planner) and memory (coder) terms; 0 = off
     plan_quality_weight: float = 0.2  # corecode planner: outline followed, no code in the plan
@@ -71,6 +84,8 @@ class TrainSettings:
             raise UnknownNameError("training method", self.method, METHODS)
         if self.pair_reward not in PAIR_REWARDS:
             raise UnknownNameError("pair reward", self.pair_reward, PAIR_REWARDS)
+        if self.turns < 1:
+            raise CorebenchError("turns must be at least 1")
         if self.num_generations < 2:
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
         return self

@@ -11,7 +11,7 @@ from .grpo import last_checkpoint
 from .manifest import write_manifest
 from .models import local_checkpoint
 from .plans import coder_prompt, make_plans, planner_prompt
-from .settings import TrainSettings
+from .settings import EVALUATE_WITH, TrainSettings
 
 
 def train_sft(settings: TrainSettings) -> dict[str, Path]:
@@ -87,7 +87,7 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
             steps=int(trainer.state.global_step),
             reward_curve=[],
             extra={
-                "evaluate_with": "corecode",
+                "evaluate_with": EVALUATE_WITH["sft"],
                 "loss_curve": losses,
                 "plans": {"source": settings.plan_source, "examples": len(kept)},
             },

@@ -22,7 +22,8 @@ _PROBLEM = re.compile(
     re.MULTILINE | re.IGNORECASE,
 )
 _ALGORITHM = re.compile(
-    r"^[#* \t]*(?:relevant[ \t]+)?algorithm\b[ \t]*\**[ \t]*:?\**[ \t]*", re.MULTILINE | re.IGNORECASE
+    r"^[#* \t]*(?:relevant[ \t]+)?algorithm\b[ \t]*\**[ \t]*:?\**[ \t]*",
+    re.MULTILINE | re.IGNORECASE,
 )
 
 

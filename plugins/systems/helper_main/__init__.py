@@ -28,6 +28,23 @@ def main_prompt(task: Task, helper_code: str | None = None) -> str:
     return render(__name__, "main_sees_helper.txt", helpers=helpers, **fields)
 
 
+def feedback_prompts(task: Task, helper_code: str, main_code: str, feedback: str) -> list[str]:
+    """The next turn's prompts, helper's then main's: each agent sees its own last code, the
+    helper also its partner's, and the pair's results on the visible examples (as MAGRPO's
+    multi-turn training shows them between turns)."""
+    fields = {
+        "prompt": task.prompt,
+        "entry_point": task.entry_point,
+        "helper_code": helper_code.strip() or "# (no code)",
+        "main_code": main_code.strip() or "# (no code)",
+        "feedback": feedback,
+    }
+    return [
+        render(__name__, "helper_feedback.txt", **fields),
+        render(__name__, "main_feedback.txt", **fields),
+    ]
+
+
 def combine(helper_code: str, main_code: str) -> str:
     """The pair's program: the helper's functions, then the main function."""
     return "\n\n".join(part.strip() for part in (helper_code, main_code) if part.strip()) + "\n"
@@ -37,7 +54,9 @@ class HelperMain(System):
     name = "helper-main"
     description = "MAGRPO pair: a helper writes `aux`, the main agent the entry point calling it"
     roles = ("helper", "main")
-    options = {"sequential": False}
+    # turns > 1: while the pair's program fails a visible example, both agents rewrite their
+    # code from the results (the multi-turn MAGRPO a `turns = N` training run learns)
+    options = {"sequential": False, "turns": 1}
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         if task.entry_point is None:
@@ -45,10 +64,26 @@ class HelperMain(System):
                 f"helper-main needs a function task; {task.task_id} is a stdin/stdout program"
             )
         helper_code = await ctx.write_code("helper", helper_prompt(task), entry_point=False)
-        ctx.note("helper_code", helper_code)
         shown = helper_code if self.config["sequential"] else None
         main_code = await ctx.write_code("main", main_prompt(task, shown))
+        turns = [{"helper_code": helper_code, "main_code": main_code}]
+        for _ in range(1, self.config["turns"]):
+            if not ctx.examples or ctx.calls_left < 2:
+                break
+            check = await ctx.run_examples(combine(helper_code, main_code))
+            turns[-1]["passed_examples"] = check.passed
+            if check.passed:
+                break
+            prompts = feedback_prompts(task, helper_code, main_code, check.feedback)
+            helper_code = (
+                await ctx.write_code("helper", prompts[0], entry_point=False) or helper_code
+            )
+            main_code = await ctx.write_code("main", prompts[1]) or main_code
+            turns.append({"helper_code": helper_code, "main_code": main_code})
+        ctx.note("helper_code", helper_code)
         ctx.note("main_code", main_code)
+        if len(turns) > 1:
+            ctx.note("turns", turns)
         if not main_code.strip():
             return ""
         return combine(helper_code, main_code)
