@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -18,6 +21,7 @@ from corebench.plugins.systems.corecode.outline import parse_plan
 from corebench.training.cli import model_spec, train
 from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
+from corebench.training.models import local_checkpoint
 from corebench.training.plans import template_plan
 from corebench.training.rewards import (
     RewardLog,
@@ -28,7 +32,7 @@ from corebench.training.rewards import (
     pair_shape,
     run_tests,
 )
-from corebench.training.settings import load_settings
+from corebench.training.settings import EVALUATE_WITH, load_settings
 
 TESTS = ["assert double(2) == 4", "assert double(0) == 0", "assert double(-3) == -6"]
 
@@ -272,13 +276,28 @@ TINY = [
     "max_completion_length=16",
     "save_steps=1",
 ]
-EVALUATED_WITH = {
-    "grpo": "direct",
-    "pta": "cot",
-    "magrpo": "helper-main",
-    "corecode": "corecode",
-    "sft": "corecode",
-}
+# long enough answers that some programs run: rewards differ within a group, so one step moves
+# the weights
+EFFECT = [
+    "steps=1",
+    "tasks_limit=2",
+    "num_generations=4",
+    "prompts_per_step=1",
+    "max_completion_length=96",
+    "save_steps=1",
+    "learning_rate=1e-5",
+]
+
+
+def changed_weights(checkpoint, base) -> bool:
+    from safetensors.torch import load_file
+
+    trained, start = (
+        load_file(checkpoint / "model.safetensors"),
+        load_file(base / "model.safetensors"),
+    )
+    assert trained.keys() == start.keys()
+    return any(not trained[k].equal(start[k]) for k in trained)
 
 
 @pytest.mark.model
@@ -297,12 +316,23 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         method,
         None,
         [
-            *TINY,
+            *EFFECT,
+            # the base coder's code from the base planner's plans runs on one of the two tasks
+            # only: both tasks in the step, so its group's rewards differ
+            *(["prompts_per_step=2"] if method == "corecode" else []),
             f"out={json.dumps(str(tmp_path / 'ckpt'))}",
             f"data_dir={json.dumps(str(data_dir))}",
         ],
     )
     checkpoints = train(settings)
+    base = local_checkpoint(settings.model)
+    for role, path in checkpoints.items():  # every role learned something
+        assert changed_weights(path, base), role
+    logs = sorted((tmp_path / "ckpt").rglob("rewards.txt"))
+    assert len(logs) == {"sft": 0, "corecode": 2}.get(method, 1)
+    for log in logs:  # some answers earned something, and not all the same (advantages != 0)
+        rewards = [float(v) for v in log.read_text().split()]
+        assert any(rewards) and len(set(rewards)) > 1, (log, rewards)
     if method == "magrpo":  # comlrl once cut every completion to '' (pad token inside the prompt)
         assert seen and any(text.strip() for text in seen)
     roles = {
@@ -317,11 +347,11 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         assert manifest["data"]["source"] == "mbpp:train" and manifest["data"]["tasks"] == 2
         assert (path / "config.json").exists()
         if method != "sft":
-            assert manifest["reward_curve"] and manifest["steps"] >= 1
+            assert manifest["reward_curve"] and manifest["steps"] == 1
         else:
             assert manifest["loss_curve"]
     config = RunConfig(
-        benchmark="mbpp", system=EVALUATED_WITH[method], model=model_spec(checkpoints),
+        benchmark="mbpp", system=EVALUATE_WITH[method], model=model_spec(checkpoints),
         limit=1, max_new_tokens=16,
     )  # fmt: skip
     Runner(config, tmp_path / "run", data_dir=data_dir, repeats=0).run()
@@ -329,6 +359,44 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
     models = store.metadata()["models"]
     assert all(m["manifest"]["method"] == method for m in models.values())
     assert len(list(store.samples())) == 1
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("method", "phase"), [("grpo", ""), ("corecode", "round1/coder/")])
+def test_training_resumes_after_a_kill(method, phase, tmp_path, data_dir):
+    out = tmp_path / "ckpt"
+    command = [
+        sys.executable, "-m", "corebench.harness.cli", "train", method, "--out", str(out),
+        "--data-dir", str(data_dir), *(f"--set={item}" for item in TINY),
+    ]  # fmt: skip
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    saved = out / phase / "trainer" / "checkpoint-1" / "trainer_state.json"
+    deadline = time.monotonic() + 600
+    while not saved.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    first.kill()
+    first.wait()
+    assert saved.exists(), "no checkpoint before the kill"
+    assert not (out / phase / "model" / "config.json").exists(), "finished before the kill"
+    # mark step 1's logged rewards: a resumed run keeps them, one started over would not
+    log = out / phase / "rewards.txt"
+    group = 2  # num_generations x prompts_per_step
+    log.write_text("9\n" * group + "".join(f"{v}\n" for v in log.read_text().split()[group:]))
+    planner_record = out / "round1" / "planner" / "phase.json"
+    planner_done = planner_record.stat().st_mtime_ns if phase else None
+
+    subprocess.run(command, check=True, capture_output=True)
+    role = "coder" if phase else "model"
+    manifest = json.loads((out / role / "corebench_manifest.json").read_text())
+    assert manifest["steps"] == 2 and manifest["reward_curve"][0] == {"step": 1, "reward": 9.0}
+    if phase:  # the planner phase had finished: not redone, and its curve still counts
+        assert planner_record.stat().st_mtime_ns == planner_done
+        planner = json.loads((out / "planner" / "corebench_manifest.json").read_text())
+        assert planner["steps"] == 2 and len(planner["reward_curve"]) == 2
+        assert [(p["role"], p["steps"]) for p in planner["phases"]] == [
+            ("planner", 2),
+            ("coder", 2),
+        ]
 
 
 @pytest.mark.model

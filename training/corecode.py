@@ -18,6 +18,7 @@ from SFT checkpoints with ``planner_model`` / ``coder_model``.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,24 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
     return reward
 
 
-def _phase_done(out: Path) -> Path | None:
-    model = out / "model"
-    return model if (model / "config.json").exists() else None
+PHASE_RECORD = "phase.json"  # a finished phase's steps and reward curve, beside its model
+
+
+def _phase_done(out: Path) -> tuple[Path, list[dict[str, float]], int] | None:
+    """A phase finished by an earlier (interrupted) run: its model, curve and steps."""
+    model, record = out / "model", out / PHASE_RECORD
+    if not ((model / "config.json").exists() and record.exists()):
+        return None
+    done = json.loads(record.read_text())
+    return model, done["reward_curve"], done["steps"]
+
+
+def _phase(
+    settings: TrainSettings, out: Path, **grpo: Any
+) -> tuple[Path, list[dict[str, float]], int]:
+    model, curve, steps = run_grpo(settings, out=out, **grpo)
+    (out / PHASE_RECORD).write_text(json.dumps({"steps": steps, "reward_curve": curve}))
+    return model, curve, steps
 
 
 def train_corecode(settings: TrainSettings) -> dict[str, Path]:
@@ -59,23 +75,26 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
     out = Path(settings.out)
     curves: dict[str, list[dict[str, float]]] = {"planner": [], "coder": []}
     steps = {"planner": 0, "coder": 0}
+    phases: list[dict[str, Any]] = []  # every phase, in order (both roles' manifests list them)
     for round_index in range(1, settings.rounds + 1):
         phase = out / f"round{round_index}"
-        # planner phase, coder frozen
+        # planner phase, coder frozen (a phase an interrupted run finished is not redone, and
+        # its curve and steps still count)
         done = _phase_done(phase / "planner")
         if done is None:
             frozen = FrozenModel(coder, settings.max_completion_length)
             try:
                 rows = [{"prompt": planner_prompt(t), "task": t} for t in data.tasks]
-                done, curve, n = run_grpo(
-                    settings, model_path=planner, rows=rows, reward=planner_reward(settings, frozen),
-                    out=phase / "planner",
+                done = _phase(
+                    settings, phase / "planner", model_path=planner, rows=rows,
+                    reward=planner_reward(settings, frozen),
                 )  # fmt: skip
             finally:
                 frozen.close()
-            curves["planner"] += curve
-            steps["planner"] += n
-        planner = done
+        planner, curve, n = done
+        curves["planner"] += curve
+        steps["planner"] += n
+        phases.append({"round": round_index, "role": "planner", "steps": n, "reward_curve": curve})
         # coder phase, planner frozen: its plans are fixed for the phase
         done = _phase_done(phase / "coder")
         if done is None:
@@ -88,13 +107,14 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
                 {"prompt": coder_prompt(t, p.strip()), "task": t}
                 for t, p in zip(data.tasks, plans, strict=True)
             ]
-            done, curve, n = run_grpo(
-                settings, model_path=coder, rows=rows, reward=code_reward(settings, memory_score),
-                out=phase / "coder",
+            done = _phase(
+                settings, phase / "coder", model_path=coder, rows=rows,
+                reward=code_reward(settings, memory_score),
             )  # fmt: skip
-            curves["coder"] += curve
-            steps["coder"] += n
-        coder = done
+        coder, curve, n = done
+        curves["coder"] += curve
+        steps["coder"] += n
+        phases.append({"round": round_index, "role": "coder", "steps": n, "reward_curve": curve})
     checkpoints = {}
     for role, path in (("planner", planner), ("coder", coder)):
         final = out / role
@@ -110,7 +130,11 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
             data=data,
             steps=steps[role],
             reward_curve=curves[role],
-            extra={"evaluate_with": EVALUATE_WITH["corecode"], "rounds": settings.rounds},
+            extra={
+                "evaluate_with": EVALUATE_WITH["corecode"],
+                "rounds": settings.rounds,
+                "phases": phases,
+            },
         )
         checkpoints[role] = final
     return checkpoints
