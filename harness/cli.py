@@ -24,7 +24,30 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 class CorebenchGroup(click.Group):
-    """Turns CorebenchError into one line on stderr and exit code 1."""
+    """The core commands plus those plugins add through the ``register_commands`` hook (loaded
+    on first use, so the core imports nothing above it); a CorebenchError becomes one line on
+    stderr and exit code 1."""
+
+    _plugins_loaded = False
+
+    def _load_plugin_commands(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        try:
+            default_plugins().manager.hook.register_commands(cli=self)
+        except Exception as exc:  # a broken plugin must not take the core commands with it
+            warnings.warn(
+                f"a plugin's register_commands failed: {exc!r}", PluginWarning, stacklevel=2
+            )
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        self._load_plugin_commands()
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context) -> Any:
         warnings.showwarning = _show_warning
@@ -406,80 +429,6 @@ def serve(model: str, name: str | None, host: str, port: int) -> None:
     click.echo(f"serving {name or ref} at {server.url}", err=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-
-
-@main.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--csv", "csv_path", type=click.Path(path_type=Path), help="Write the table as CSV.")
-@click.option("--html", "html_path", type=click.Path(path_type=Path), help="Write the HTML page.")
-def leaderboard(runs: tuple[Path, ...], csv_path: Path | None, html_path: Path | None) -> None:
-    """Rank the stored runs in RUNS (run directories, or folders of them): CSV and HTML."""
-    from corebench.leaderboards import collect_runs, leaderboard_table, write_csv, write_html
-
-    collected = collect_runs(list(runs), details=html_path is not None)
-    table = leaderboard_table(collected)
-    if csv_path:
-        write_csv(table, csv_path)
-    if html_path:
-        write_html(table, collected, html_path)
-    shown = table[["benchmark", "system", "model", "tasks", "pass@1", "pass@1_base"]].copy()
-    for column in ("pass@1", "pass@1_base"):
-        shown[column] = (100 * shown[column]).round(1)
-    click.echo(shown.to_string(index=False))
-    for path in (csv_path, html_path):
-        if path:
-            click.echo(f"wrote {path}")
-
-
-@main.command()
-@click.argument("method", type=click.Choice(["grpo", "pta", "magrpo", "corecode", "sft"]))
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, path_type=Path),
-    help="TOML file of training settings (a flat table or [train]).",
-)
-@click.option("--set", "overrides", multiple=True, help="Setting KEY=VALUE (repeatable).")
-@click.option("--out", help="Checkpoint directory (overrides the config's `out`).")
-@click.option(
-    "--accelerate-config",
-    "accelerate_file",
-    type=click.Path(path_type=Path),
-    help="Only write a multi-GPU accelerate/DeepSpeed config here and print the launch command.",
-)
-@click.option(
-    "--gpus",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="GPUs for --accelerate-config.",
-)
-@data_dir_option
-def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out: str | None,
-          accelerate_file: Path | None, gpus: int, data_dir: Path | None) -> None:  # fmt: skip
-    """Train checkpoints: grpo, pta (plan-then-act), magrpo (helper/main pair), corecode
-    (planner/coder, collaboration-aware), sft (planner/coder cold start)."""
-    from corebench.training.cli import evaluate_command
-    from corebench.training.cli import train as run_training
-    from corebench.training.settings import load_settings
-
-    extra = [*overrides]
-    if out:
-        extra.append(f"out={json.dumps(out)}")
-    if data_dir:
-        extra.append(f"data_dir={json.dumps(str(data_dir))}")
-    settings = load_settings(method, config_path, extra)  # bad settings fail before any launch
-    if accelerate_file:
-        from corebench.training.scaleout import launch_command, write_accelerate_config
-
-        write_accelerate_config(accelerate_file, gpus)
-        click.echo(f"wrote {accelerate_file}; run:")
-        click.echo(launch_command(accelerate_file, method, config_path, extra))
-        return
-    checkpoints = run_training(settings)
-    for role, path in checkpoints.items():
-        click.echo(f"{role}: {path}")
-    click.echo(f"evaluate with: {evaluate_command(settings, checkpoints)}")
 
 
 @main.command("list")

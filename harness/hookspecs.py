@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import click
 import pluggy
 
 from .config import PLUGIN_PROJECT
@@ -35,3 +36,9 @@ def register_systems(register: Callable[[type], None]) -> None:
 @hookspec
 def register_backends(register: Callable[[type], None]) -> None:
     """Register :class:`~corebench.harness.Backend` subclasses: ``register(cls)``."""
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add commands to the ``corebench`` CLI: ``cli.add_command(command)`` (a click command).
+    ``corebench train`` and ``corebench leaderboard`` are added this way."""

@@ -93,6 +93,54 @@ def test_installed_third_party_plugin_is_listed_with_its_distribution(tmp_path):
     assert "corecode" in proc.stdout  # built-ins still there
 
 
+def test_a_plugin_adds_its_own_command_as_train_and_leaderboard_do(tmp_path):
+    _install_fake_distribution(
+        tmp_path,
+        "corebench-hello",
+        """
+        import click
+        from corebench.harness import hookimpl
+
+        @click.command()
+        @click.argument("name")
+        def hello(name):
+            "Say hello."
+            click.echo(f"hello {name}")
+
+        @hookimpl
+        def register_commands(cli):
+            cli.add_command(hello)
+        """,
+        "[corebench]\nhello = corebench_hello\n",
+    )
+    listed = _cli_with(tmp_path, "--help")
+    assert listed.returncode == 0, listed.stderr
+    commands = [
+        line.split()[0] for line in listed.stdout.split("Commands:")[1].splitlines() if line.strip()
+    ]
+    assert {"hello", "train", "leaderboard", "run"} <= set(commands)
+    said = _cli_with(tmp_path, "hello", "world")
+    assert said.returncode == 0 and said.stdout == "hello world\n"
+
+
+def test_the_core_imports_nothing_above_it():
+    # harness/ is the core: training, leaderboards and the built-in plugins build on it
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "harness"
+    above = ("corebench.training", "corebench.leaderboards", "corebench.plugins")
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [(path.name, n) for n in names if n.startswith(above)]
+    assert found == []
+
+
 def test_plugin_that_fails_to_import_warns_and_the_rest_works(tmp_path):
     _install_fake_distribution(
         tmp_path,
