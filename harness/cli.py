@@ -416,17 +416,13 @@ def export(run_dir: Path, output: Path) -> None:
 @click.option("--port", type=int, default=8000, show_default=True, help="Port (0: any free port).")
 def serve(model: str, name: str | None, host: str, port: int) -> None:
     """Serve a backend as an OpenAI-compatible endpoint (/v1/chat/completions, /v1/models)."""
-    from .modelspec import DEFAULT_ROLE, parse_model_spec
+    from .runner import single_backend
     from .server import ModelServer
 
-    roles = parse_model_spec(model)
-    if set(roles) != {DEFAULT_ROLE}:
-        raise CorebenchError("serve takes one model, not per-role models")
-    ref = roles[DEFAULT_ROLE]
-    backend = default_plugins().backends.get(ref.backend).component(ref.target, **dict(ref.options))
+    backend = single_backend(model)
     backend.load()
-    server = ModelServer(backend, name or str(ref), host, port)
-    click.echo(f"serving {name or ref} at {server.url}", err=True)
+    server = ModelServer(backend, name or model, host, port)
+    click.echo(f"serving {name or model} at {server.url}", err=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
 

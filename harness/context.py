@@ -11,6 +11,7 @@ from .backend import Backend
 from .errors import CorebenchError
 from .examples import Example, parse_example
 from .extract import CLOSED_CODE_BLOCK, extract_code
+from .modelspec import DEFAULT_ROLE
 from .records import GenerationRequest, Message, ModelCall, Task, TestOutcome, Verdict
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class SolveContext:
 
     def model(self, role: str) -> Backend:
         """The backend serving ``role`` (per-role spec), else the default model."""
-        backend = self.models.get(role) or self.models.get("*")
+        backend = self.models.get(role) or self.models.get(DEFAULT_ROLE)
         if backend is None:
             raise CorebenchError(
                 f"no model given for role {role!r} (roles given: {', '.join(self.models)})"

@@ -15,6 +15,8 @@ from typing import Any
 
 import psutil
 
+from .modelspec import DEFAULT_ROLE
+
 KEY_PACKAGES = (
     "corebench", "torch", "transformers", "accelerate", "vllm", "trl", "evalplus",
     "datasets", "pluggy", "pandas", "numpy", "pydantic",
@@ -128,7 +130,7 @@ def provenance_changes(
         keys = ("backend", "gguf_sha256") if "gguf_sha256" in before else WEIGHT_KEYS
         for key in keys:
             if key in before and key in now and before[key] != now[key]:
-                label = "" if role == "*" else f"{role}'s "
+                label = "" if role == DEFAULT_ROLE else f"{role}'s "
                 changes.append(f"{label}model weights changed ({key})")
                 break
     return changes

@@ -98,6 +98,15 @@ def build_backends(
     return {role: instances[ref] for role, ref in roles.items()}
 
 
+def single_backend(spec: str, plugins: Plugins | None = None, **options: object) -> Backend:
+    """The backend for a one-model spec (``embedded``, ``hf:PATH``, ...), not loaded yet; a
+    per-role spec is an error. For tools that serve or train one model."""
+    roles = parse_model_spec(spec)
+    if set(roles) != {DEFAULT_ROLE}:
+        raise CorebenchError(f"one model expected, not per-role models: {spec!r}")
+    return build_backends(roles, plugins or default_plugins(), **options)[DEFAULT_ROLE]
+
+
 def distinct(backends: dict[str, Backend]) -> list[Backend]:
     """Each backend once, though several roles may share it."""
     return list({id(b): b for b in backends.values()}.values())

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from corebench.harness.modelspec import DEFAULT_ROLE
 from corebench.harness.records import Verdict
 from corebench.harness.sandbox.isolation import is_unsafe
 from corebench.harness.summary import efficiency, pass_at_k
@@ -69,7 +70,7 @@ def model_identity(models: dict[str, Any] | None) -> str:
         label = f"{ident.get('backend', '?')}:{name or ident.get('target', '')}"
         if digest:
             label += f"@{digest[:8]}"
-        parts.append(label if role == "*" else f"{role}={label}")
+        parts.append(label if role == DEFAULT_ROLE else f"{role}={label}")
     return "; ".join(parts)
 
 
@@ -82,7 +83,7 @@ def training_lineage(models: dict[str, Any] | None) -> str:
             text = f"{manifest.get('method', '?')} from {manifest.get('base_model', '?')}"
             if manifest.get("steps") is not None:
                 text += f", {manifest['steps']} steps"
-            parts.append(text if role == "*" else f"{role}: {text}")
+            parts.append(text if role == DEFAULT_ROLE else f"{role}: {text}")
     return "; ".join(parts)
 
 

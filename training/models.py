@@ -5,20 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from corebench.harness.errors import CorebenchError
-from corebench.harness.modelspec import parse_model_ref
 from corebench.harness.records import GenerationRequest, Message
-from corebench.harness.registry import default_plugins
-from corebench.harness.runner import build_backends
+from corebench.harness.runner import single_backend
 from corebench.plugins.backends.transformers_backend import TransformersBackend
 
 
 def local_checkpoint(spec: str) -> Path:
     """A local Hugging Face checkpoint for a model spec (``embedded`` is converted once)."""
-    ref = parse_model_ref(spec)
-    backend = build_backends({"*": ref}, default_plugins())["*"]
+    backend = single_backend(spec)
     if not isinstance(backend, TransformersBackend):
         raise CorebenchError(
-            f"training needs local weights (embedded or hf:PATH), not a {ref.backend} backend"
+            f"training needs local weights (embedded or hf:PATH), not {spec!r} ({backend.name})"
         )
     backend.load()  # converts the embedded GGUF on first use
     path = Path(backend.path)

@@ -7,11 +7,9 @@ from __future__ import annotations
 import ast
 import asyncio
 
-from corebench.harness.modelspec import parse_model_ref
 from corebench.harness.prompts import render
 from corebench.harness.records import GenerationRequest, Message
-from corebench.harness.registry import default_plugins
-from corebench.harness.runner import build_backends
+from corebench.harness.runner import single_backend
 
 from .data import TrainTask
 
@@ -111,7 +109,7 @@ def _complexity(depth: int) -> str:
 
 def model_plans(tasks: list[TrainTask], spec: str, max_new_tokens: int) -> list[str]:
     """Plans written by a model (any backend) from the planner prompt, greedy."""
-    backend = build_backends({"*": parse_model_ref(spec)}, default_plugins())["*"]
+    backend = single_backend(spec)
     backend.load()
 
     async def all_plans() -> list[str]:
