@@ -30,3 +30,10 @@ class System(ABC):
     @abstractmethod
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         """Return the final program for ``task``."""
+
+    @classmethod
+    def plan_text(cls, artifacts: dict[str, Any]) -> str | None:
+        """How a stored solution's plan reads in a leaderboard's per-task view (None: no plan).
+        Systems that keep their plan in another shape override this."""
+        plan = artifacts.get("plan")
+        return plan if isinstance(plan, str) else None

@@ -13,8 +13,10 @@ from corebench.harness.config import RESULTS_DB as DB_NAME
 from corebench.harness.config import TRACE_CHARS
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import ExecutionResult, Solution
+from corebench.harness.registry import default_plugins
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_frame
+from corebench.harness.system import System
 
 
 @dataclass
@@ -61,14 +63,12 @@ def _clip(text: str | None) -> str:
     )
 
 
-def sample_detail(solution: Solution, result: ExecutionResult) -> dict[str, Any]:
-    """What the per-task view shows for one sample: verdict, failing input, plan, code, trace."""
-    artifacts = solution.artifacts
-    plan = artifacts.get("plan")
-    if plan is None and artifacts.get("plans"):
-        plan = "\n\n".join(
-            f"(confidence {p['confidence']}) {p['plan']}" for p in artifacts["plans"]
-        )
+def sample_detail(
+    solution: Solution, result: ExecutionResult, system: type[System] = System
+) -> dict[str, Any]:
+    """What the per-task view shows for one sample: verdict, failing input, plan (as the
+    system renders it), code, trace."""
+    plan = system.plan_text(solution.artifacts)
     return {
         "task_id": solution.task_id,
         "sample": solution.sample_index,
@@ -88,12 +88,19 @@ def sample_detail(solution: Solution, result: ExecutionResult) -> dict[str, Any]
     }
 
 
+def _system_class(name: str) -> type[System]:
+    """The registered system, or the base class for one no longer installed."""
+    systems = default_plugins().systems
+    return systems.get(name).component if name in systems else System
+
+
 def read_run(run_dir: Path, details: bool = True) -> Run:
     store = Store(run_dir, create=False)
     try:
         config = store.config()
         frame = samples_frame(store)
-        rows = [sample_detail(s, r) for s, r in store.samples()] if details else []
+        system = _system_class(config.system)
+        rows = [sample_detail(s, r, system) for s, r in store.samples()] if details else []
         metadata = store.metadata()
     finally:
         store.close()

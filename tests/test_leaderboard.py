@@ -183,3 +183,35 @@ def test_page_in_a_real_browser(run_dirs, tmp_path):
         assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
     finally:
         driver.quit()
+
+
+def test_plans_read_as_each_system_renders_them():
+    from corebench.harness import ExecutionResult, Solution, Verdict
+    from corebench.harness.registry import default_plugins
+    from corebench.leaderboards.collect import sample_detail
+    from corebench.plugins.systems.corecode.outline import parse_plan
+
+    systems = default_plugins().systems
+    result = ExecutionResult(task_id="t", sample_index=0, verdict=Verdict.wrong_answer)
+    plan = "Input/Output: a list in, its sum out.\nSteps:\n1. total = sum(xs)\nFinal step: give it back."
+    corecode = Solution(
+        task_id="t", sample_index=0, code="",
+        artifacts={"plan": plan, "plan_outline": parse_plan(plan).as_artifact()},
+    )  # fmt: skip
+    shown = sample_detail(corecode, result, systems.get("corecode").component)["plan"]
+    assert shown.startswith(plan)
+    assert shown.endswith(
+        "[outline: sections missing: Branches, Loops, Complexity; lines of code: 1]"
+    )
+    mapcoder = Solution(
+        task_id="t", sample_index=0, code="",
+        artifacts={
+            "recalled": {"asked": 3, "parsed": 1},
+            "plans": [{"plan": "use a set", "confidence": 80}, {"plan": "sort", "confidence": 10}],
+        },
+    )  # fmt: skip
+    shown = sample_detail(mapcoder, result, systems.get("mapcoder").component)["plan"]
+    assert (
+        shown == "[exemplars recalled: 1 of 3]\n\n(confidence 80) use a set\n\n(confidence 10) sort"
+    )
+    assert sample_detail(mapcoder, result)["plan"] == ""  # the base class knows no `plans`

@@ -59,6 +59,16 @@ class CoReCode(System):
             )
         return code
 
+    @classmethod
+    def plan_text(cls, artifacts: dict) -> str | None:
+        """The plan, then what the outline parser found: missing sections, lines of code."""
+        plan, outline = artifacts.get("plan"), artifacts.get("plan_outline")
+        if not isinstance(plan, str) or not isinstance(outline, dict):
+            return super().plan_text(artifacts)
+        missing = ", ".join(outline.get("missing") or []) or "none"
+        code = outline.get("code_lines") or []
+        return f"{plan}\n\n[outline: sections missing: {missing}; lines of code: {len(code)}]"
+
 
 @hookimpl
 def register_systems(register):

@@ -90,6 +90,20 @@ class MapCoder(System):
                 break
         return code
 
+    @classmethod
+    def plan_text(cls, artifacts: dict) -> str | None:
+        """Every plan, in the confidence order MapCoder coded them."""
+        plans = artifacts.get("plans")
+        if not plans:
+            return None
+        recalled = artifacts.get("recalled") or {}
+        head = (
+            f"[exemplars recalled: {recalled['parsed']} of {recalled['asked']}]\n\n"
+            if "parsed" in recalled
+            else ""
+        )
+        return head + "\n\n".join(f"(confidence {p['confidence']}) {p['plan']}" for p in plans)
+
 
 @hookimpl
 def register_systems(register):
