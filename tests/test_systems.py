@@ -111,9 +111,9 @@ Plan: a Counter.
 Set operations."""
 
 
-def test_mapcoder_plans_by_confidence_and_debugs_on_examples(
-    tmp_path, data_dir, scripted, plugins_with_scripted
-):
+def mapcoder_answers(code_for):
+    """A scripted MapCoder session: the RECALL exemplars give plans A, B, C rated 20, 90, 50;
+    ``code_for(prompt)`` answers the coding and debugging calls."""
     confidences = {"PLAN-A": 20, "PLAN-B": 90, "PLAN-C": 50}
 
     def respond(request):
@@ -126,10 +126,17 @@ def test_mapcoder_plans_by_confidence_and_debugs_on_examples(
         if text.startswith("Given the task and a plan"):
             plan = re.search(r"Plan:\n(PLAN-\w)", text).group(1)
             return f"Confidence: {confidences[plan]}. It looks right."
-        # coding and debugging: only plan C leads to a correct program
-        return fenced(GOOD if "PLAN-C" in text else BAD)
+        return code_for(text)
 
-    scripted.respond = staticmethod(respond)
+    return staticmethod(respond)
+
+
+def test_mapcoder_plans_by_confidence_and_debugs_on_examples(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    # coding and debugging: only plan C leads to a correct program
+    respond = mapcoder_answers(lambda text: fenced(GOOD if "PLAN-C" in text else BAD))
+    scripted.respond = respond
     solution, result = run_one(tmp_path, data_dir, plugins_with_scripted, "mapcoder")
     prompts = [prompt_of(r) for r in scripted.requests]
     kinds = [p.split()[0] for p in prompts]
@@ -148,22 +155,11 @@ def test_mapcoder_without_examples_returns_the_most_confident_plans_code(
     tmp_path, data_dir, scripted, plugins_with_scripted
 ):
     # HumanEval/38's docstring shows no example: nothing could show a later plan better
-    confidences = {"PLAN-A": 20, "PLAN-B": 90, "PLAN-C": 50}
-
-    def respond(request):
-        text = prompt_of(request)
-        if text.startswith("Recall"):
-            return RECALL
-        if text.startswith("Here is a problem similar"):
-            exemplar = re.search(r"Similar problem:\nDescription: (\w+)", text).group(1)
-            return {"intersect": "PLAN-A", "common": "PLAN-B"}.get(exemplar, "PLAN-C")
-        if text.startswith("Given the task and a plan"):
-            plan = re.search(r"Plan:\n(PLAN-\w)", text).group(1)
-            return f"Confidence: {confidences[plan]}"
+    def code_for(text):
         plan = re.search(r"PLAN-\w", text).group(0)
         return fenced(f"def decode_cyclic(s):\n    return {plan!r}\n")
 
-    scripted.respond = staticmethod(respond)
+    scripted.respond = mapcoder_answers(code_for)
     solution, _ = run_one(
         tmp_path,
         data_dir,
