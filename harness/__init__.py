@@ -11,6 +11,7 @@ from .context import BudgetExceeded, ExampleCheck, SolveContext
 from .errors import CorebenchError, DatasetMissingError, UnknownNameError
 from .examples import Example, docstring_examples, parse_example, statement_examples
 from .hookspecs import hookimpl
+from .options import Options
 from .prompts import render
 from .records import (
     ExecutionResult,
@@ -43,6 +44,7 @@ __all__ = [
     "GenerationRequest",
     "Message",
     "ModelCall",
+    "Options",
     "RunConfig",
     "Solution",
     "SolveContext",

@@ -6,6 +6,9 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from pydantic import Field
+
+from . import options as opts
 from .batching import Batcher
 from .config import DEFAULT_MAX_BATCH
 from .records import Generation, GenerationRequest
@@ -17,9 +20,12 @@ class Backend(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
 
+    class Options(opts.Options):
+        """A backend's options: a model spec's ``?KEY=VALUE&...`` (``vllm:ID?dtype=bfloat16``)."""
+
     def __init__(self, target: str = "", **options: Any):
         self.target = target
-        self.options = options
+        self.options = opts.validate_options(f"backend {self.name!r} option", self.Options, options)
 
     @property
     def model_id(self) -> str:
@@ -44,9 +50,12 @@ class Backend(ABC):
 class BatchingBackend(Backend):
     """A local backend: concurrent ``generate`` calls are coalesced into ``generate_batch``."""
 
-    def __init__(self, target: str = "", max_batch: int = DEFAULT_MAX_BATCH, **options: Any):
+    class Options(Backend.Options):
+        max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1, description="requests per forward pass")
+
+    def __init__(self, target: str = "", **options: Any):
         super().__init__(target, **options)
-        self.max_batch = int(max_batch)
+        self.max_batch = self.options.max_batch
         self._batcher: Batcher | None = None
 
     async def generate(self, request: GenerationRequest) -> Generation:

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .options import checked_options
+from . import options as opts
 from .records import Task
 from .testsuite import FunctionalSuite
 
@@ -17,11 +17,15 @@ class Benchmark(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     splits: ClassVar[tuple[str, ...]] = ("test",)
-    options: ClassVar[dict[str, Any]] = {}  # option name -> default (``--bench-option KEY=VALUE``)
+
+    class Options(opts.Options):
+        """A benchmark's options (``corebench run -B KEY=VALUE``); subclasses add fields."""
 
     def __init__(self, data_dir: Path | None = None, **options: Any):
         self.data_dir = data_dir
-        self.config = checked_options("benchmark", self.name, self.options, options)
+        self.options = opts.validate_options(
+            f"benchmark {self.name!r} option", self.Options, options
+        )
 
     @abstractmethod
     def tasks(self, split: str = "test") -> list[Task]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import CorebenchError
+from .options import parse_value, split_assignment
 
 _ROLE = re.compile(r"^\s*([A-Za-z_*][\w-]*)\s*=\s*(.+?)\s*$")
 DEFAULT_ROLE = "*"
@@ -23,6 +25,10 @@ class ModelRef:
     backend: str
     target: str = ""
     options: tuple[tuple[str, str], ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        """The backend options, decoded (``max_batch=8`` -> 8) for the backend's Options."""
+        return {key: parse_value(raw) for key, raw in self.options}
 
     def __str__(self) -> str:
         text = f"{self.backend}:{self.target}" if self.target else self.backend
@@ -37,13 +43,11 @@ def parse_model_ref(text: str) -> ModelRef:
     backend, _, target = text.partition(":")
     if not re.fullmatch(r"[A-Za-z][\w.-]*", backend):
         raise CorebenchError(f"bad model spec {text!r}: expected BACKEND or BACKEND:TARGET")
-    options = []
-    for item in filter(None, query.split("&")):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CorebenchError(f"bad backend option {item!r} in model spec: expected KEY=VALUE")
-        options.append((key, value))
-    return ModelRef(backend, target, tuple(options))
+    options = tuple(
+        split_assignment(item, "backend option in model spec")
+        for item in filter(None, query.split("&"))
+    )
+    return ModelRef(backend, target, options)
 
 
 def parse_model_spec(spec: str) -> dict[str, ModelRef]:

@@ -93,7 +93,7 @@ def build_backends(
     for ref in roles.values():
         if ref not in instances:
             instances[ref] = plugins.backends.get(ref.backend).component(
-                ref.target, **dict(ref.options), **options
+                ref.target, **ref.values(), **options
             )
     return {role: instances[ref] for role, ref in roles.items()}
 

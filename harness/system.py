@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .options import checked_options
+from . import options as opts
 
 if TYPE_CHECKING:
     from .context import SolveContext
@@ -22,10 +22,12 @@ class System(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     roles: ClassVar[tuple[str, ...]] = ("model",)
-    options: ClassVar[dict[str, Any]] = {}  # option name -> default value
+
+    class Options(opts.Options):
+        """A system's options (``corebench run -O KEY=VALUE``); subclasses add fields."""
 
     def __init__(self, **options: Any):
-        self.config = checked_options("system", self.name, self.options, options)
+        self.options = opts.validate_options(f"system {self.name!r} option", self.Options, options)
 
     @abstractmethod
     async def solve(self, task: Task, ctx: SolveContext) -> str:

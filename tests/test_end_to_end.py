@@ -31,19 +31,13 @@ def finished(run_dir: Path) -> list[tuple[str, int, str]]:
 
 def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
     run_dir = tmp_path / "run"
-    args = [
-        "run",
-        "--system",
-        "corecode",
-        "--bench",
-        "mbpp",
-        "--limit",
-        "2",
-        "--max-new-tokens",
-        "48",
-        "--out",
-        str(run_dir),
-    ]
+    # the run's settings from a file (typed system options in a table); a flag given wins
+    settings = tmp_path / "run.toml"
+    settings.write_text(
+        '[run]\nsystem = "corecode"\nbench = "mbpp"\nlimit = 2\nmax_new_tokens = 64\n'
+        "k = [1]\n[run.system_options]\nplan_max_new_tokens = 40\n"
+    )
+    args = ["run", "--config", str(settings), "--max-new-tokens", "48", "--out", str(run_dir)]
     first = subprocess.run(
         corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=900
     )
@@ -76,6 +70,9 @@ def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
         "n": 1,
     }
     assert metadata["isolation"] == "bwrap"
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        config = json.loads(db.execute("SELECT config FROM run").fetchone()[0])
+    assert config["system_options"] == {"plan_max_new_tokens": 40} and config["k"] == [1]
 
     again = subprocess.run(
         corebench(*args, data_dir=data_dir), capture_output=True, text=True, timeout=300

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from corebench.harness.reference import docs_path, refresh
+from corebench.harness.plugin_docs import docs_path, refresh
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "corebench-plugin-example"
@@ -73,6 +73,6 @@ def test_the_example_package_passes_its_own_tests(installed):
 
 def test_docs_reference_matches_the_code():
     text = docs_path().read_text()
-    assert text == refresh(text), "run: python -m corebench.harness.reference --write"
+    assert text == refresh(text), "run: python -m corebench.harness.plugin_docs --write"
     for hook in ("register_benchmarks", "register_systems", "register_backends"):
         assert f"`{hook}(register" in text

@@ -48,6 +48,46 @@ def test_cli_name_error_is_one_line_and_nonzero(tmp_path):
     ]
 
 
+def test_run_settings_file_is_checked_like_flags(tmp_path):
+    """`run --config`: the file's keys are the flags' names, its tables reach the components'
+    Options (typed), flags win, and every mistake is one line naming the key."""
+
+    def run_with(text: str, *flags: str) -> str:
+        settings = tmp_path / "run.toml"
+        settings.write_text(text)
+        proc = subprocess.run(
+            [*CLI, "run", "--config", str(settings), *flags, "--out", str(tmp_path / "r")],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+        assert proc.returncode != 0 and len(errors) == 1, proc.stderr
+        return errors[0]
+
+    base = 'bench = "mbpp"\nsystem = "mapcoder"\n'
+    assert "Did you mean 'temperature'" in run_with(base + "temprature = 0.2\n")
+    assert "system 'mapcoder' option k: input should be a valid int" in run_with(
+        base + '[system_options]\nk = "three"\n'
+    )
+    # --system on the command line wins over the file; the file's table then meets cot's Options
+    assert "unknown system 'cot' option 'k'" in run_with(
+        base + "[system_options]\nk = 2\n", "--system", "cot"
+    )
+    # and -O on the command line wins over the file's table
+    assert "option t: input should be greater than or equal to 0" in run_with(
+        base + "[system_options]\nt = 2\n", "-O", "t=-1"
+    )
+    # a value of the wrong type is refused as the flag's would be
+    assert "'--temperature': 'hot' is not a valid float" in run_with(base + 'temperature = "hot"\n')
+    assert not (tmp_path / "r").exists()  # nothing was started
+
+
+def test_list_options_documents_every_component():
+    proc = subprocess.run([*CLI, "list", "--options"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "-O k: int = 3  exemplars recalled" in proc.stdout
+    assert "-B level: str" in proc.stdout and "?max_batch: int = 256" in proc.stdout
+
+
 def _install_fake_distribution(
     site: Path, name: str, module_source: str, entry_points: str
 ) -> None:

@@ -341,12 +341,20 @@ def test_examples_parse_and_run_in_the_sandbox():
 def test_system_options_are_checked():
     systems = default_plugins().systems
     mapcoder = systems.get("mapcoder").component
-    assert mapcoder(k=2).config == {"k": 2, "t": 5, "max_calls": 0}
-    with pytest.raises(CorebenchError, match="option t takes a int"):
+    assert mapcoder(k=2).options.model_dump() == {"k": 2, "t": 5, "max_calls": 0}
+    with pytest.raises(
+        CorebenchError, match="system 'mapcoder' option t: input should be a valid int"
+    ):
         mapcoder(t="five")
-    with pytest.raises(CorebenchError, match="has no option"):
+    with pytest.raises(
+        CorebenchError, match="option t: input should be greater than or equal to 0"
+    ):
+        mapcoder(t=-1)
+    with pytest.raises(CorebenchError, match="unknown system 'mapcoder' option 'rounds'"):
         mapcoder(rounds=3)
-    with pytest.raises(CorebenchError, match="takes a bool"):
+    with pytest.raises(CorebenchError, match="Did you mean 'two_calls'"):
+        systems.get("cot").component(two_call=True)
+    with pytest.raises(CorebenchError, match="two_calls: input should be a valid bool"):
         systems.get("cot").component(two_calls=1)
 
 

@@ -51,8 +51,10 @@ def test_settings_from_toml_and_overrides(tmp_path):
     assert settings.temperature == 1.0 and settings.out == "x"
     with pytest.raises(UnknownNameError, match="Did you mean 'steps'"):
         load_settings("grpo", None, ["step=3"])
-    with pytest.raises(CorebenchError, match="takes a int"):
+    with pytest.raises(CorebenchError, match="training setting steps: input should be a valid int"):
         load_settings("grpo", None, ["steps=many"])
+    with pytest.raises(CorebenchError, match="pair reward"):
+        load_settings("magrpo", None, ["pair_reward=authorz"])
     with pytest.raises(UnknownNameError, match="training method"):
         load_settings("ppo")
 

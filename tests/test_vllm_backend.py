@@ -7,9 +7,9 @@ import pytest
 from corebench.harness import GenerationRequest, Message
 from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import CLOSED_CODE_BLOCK
+from corebench.harness.modelspec import parse_model_ref
 from corebench.plugins.backends.vllm_backend import (
     VllmBackend,
-    engine_kwargs,
     sampling_kwargs,
     to_generation,
 )
@@ -20,16 +20,23 @@ def request(**kw):
 
 
 def test_engine_options_are_typed_and_checked():
-    assert engine_kwargs(
-        "Qwen/Qwen2.5-Coder-7B", {"tensor_parallel_size": "4", "dtype": "bfloat16"}
-    ) == {
+    # as a model spec gives them: text after '?', decoded, then checked by the backend's Options
+    ref = parse_model_ref("vllm:Qwen/Qwen2.5-Coder-7B?tensor_parallel_size=4&dtype=bfloat16")
+    backend = VllmBackend(ref.target, **ref.values())
+    assert backend.engine == {
         "model": "Qwen/Qwen2.5-Coder-7B",
         "tensor_parallel_size": 4,
         "dtype": "bfloat16",
     }
-    assert engine_kwargs("m", {"enforce_eager": "false"})["enforce_eager"] is False
-    with pytest.raises(CorebenchError, match="unknown vllm option"):
-        engine_kwargs("m", {"tensor_paralel_size": 2})
+    assert backend.max_batch == 256
+    eager = parse_model_ref("vllm:m?enforce_eager=false")
+    assert VllmBackend(eager.target, **eager.values()).engine["enforce_eager"] is False
+    with pytest.raises(CorebenchError, match="Did you mean 'tensor_parallel_size'"):
+        VllmBackend("m", tensor_paralel_size=2)
+    with pytest.raises(CorebenchError, match="gpu_memory_utilization: input should be"):
+        VllmBackend("m", gpu_memory_utilization="lots")
+    with pytest.raises(CorebenchError, match="tensor_parallel_size: input should be a valid int"):
+        VllmBackend("m", tensor_parallel_size="4")  # text: only a model spec's is decoded
 
 
 def test_greedy_and_sampled_requests_map_to_sampling_params():

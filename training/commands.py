@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -45,18 +44,16 @@ def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out
     from .cli import train as run_training
     from .settings import load_settings
 
-    extra = [*overrides]
-    if out:
-        extra.append(f"out={json.dumps(out)}")
-    if data_dir:
-        extra.append(f"data_dir={json.dumps(str(data_dir))}")
-    settings = load_settings(method, config_path, extra)  # bad settings fail before any launch
+    flags = {"out": out, "data_dir": str(data_dir) if data_dir else None}
+    given = {key: value for key, value in flags.items() if value is not None}
+    # bad settings fail before any launch
+    settings = load_settings(method, config_path, overrides, **given)
     if accelerate_file:
         from .scaleout import launch_command, write_accelerate_config
 
         write_accelerate_config(accelerate_file, gpus)
         click.echo(f"wrote {accelerate_file}; run:")
-        click.echo(launch_command(accelerate_file, method, config_path, extra))
+        click.echo(launch_command(accelerate_file, method, config_path, overrides, given))
         return
     checkpoints = run_training(settings)
     for role, path in checkpoints.items():

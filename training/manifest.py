@@ -48,7 +48,7 @@ def write_manifest(
             "overlaps_found": len(data.overlaps),
             "overlaps_kept": settings.allow_overlap,
         },
-        "settings": settings.__dict__,
+        "settings": settings.model_dump(),
         "reward_curve": reward_curve,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "corebench_version": environment_metadata().get("corebench_version"),

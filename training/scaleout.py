@@ -8,6 +8,7 @@ command it prints runs ``corebench train`` unchanged, only the settings differ.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,15 @@ def write_accelerate_config(path: Path, processes: int, zero_stage: int = 3) -> 
 
 
 def launch_command(
-    config_file: Path, method: str, settings_file: Path | None, overrides: list[str] = ()
+    config_file: Path,
+    method: str,
+    settings_file: Path | None,
+    overrides: Sequence[str] = (),
+    flags: dict[str, str] | None = None,
 ) -> str:
     """The command that trains ``method`` on GPUs with this accelerate config, carrying the
-    user's own settings (``--config`` and every ``--set``) after the GPU defaults."""
+    user's own settings (``--config``, every ``--set``, and ``flags`` such as ``out`` as the
+    command's own options) after the GPU defaults."""
     parts = [
         "accelerate launch",
         f"--config_file {shlex.quote(str(config_file))}",
@@ -59,4 +65,7 @@ def launch_command(
         parts.append(f"--config {shlex.quote(str(settings_file))}")
     gpu = ["use_cpu=false", "bf16=true", "use_vllm=true"]
     parts += [f"--set {shlex.quote(item)}" for item in [*gpu, *overrides]]
+    parts += [
+        f"--{key.replace('_', '-')} {shlex.quote(value)}" for key, value in (flags or {}).items()
+    ]
     return " ".join(parts)

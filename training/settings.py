@@ -1,4 +1,4 @@
-"""Training settings: one dataclass, filled from a TOML file and ``--set KEY=VALUE`` overrides.
+"""Training settings: one options model, filled from a TOML file and ``--set KEY=VALUE`` overrides.
 
 Defaults are sized for a CPU and the embedded model (a few minutes per dozen steps); the same
 keys scale up on GPUs (``use_vllm``, larger ``num_generations`` and lengths, ``accelerate launch``).
@@ -6,10 +6,7 @@ keys scale up on GPUs (``use_vllm``, larger ``num_generations`` and lengths, ``a
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,10 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
+from pydantic import Field, model_validator
+
 from corebench.harness.errors import CorebenchError, UnknownNameError
+from corebench.harness.options import Options, parse_assignments, validate_options
 
 # the system each method's checkpoints are evaluated with (recorded in every manifest)
 EVALUATE_WITH = {
@@ -32,18 +32,23 @@ METHODS = tuple(EVALUATE_WITH)
 PAIR_REWARDS = ("authors", "simple")
 
 
-@dataclass
-class TrainSettings:
+class TrainSettings(Options):
+    """Every training setting, typed; unknown keys are refused with a suggestion."""
+
     method: str = "grpo"
-    model: str = "embedded"  # a model spec, as for `corebench run --model`
+    model: str = Field("embedded", description="a model spec, as for `corebench run --model`")
     out: str = "checkpoints/run"
-    benchmark: str = "mbpp"  # whose train split feeds training
-    benchmark_options: dict[str, Any] = field(default_factory=dict)  # as `corebench run -B`
-    eval_benchmarks: list[str] = field(default_factory=lambda: ["mbpp", "humaneval"])
+    benchmark: str = Field("mbpp", description="whose train split feeds training")
+    benchmark_options: dict[str, Any] = Field({}, description="as `corebench run -B`")
+    eval_benchmarks: list[str] = ["mbpp", "humaneval"]
     data_dir: str | None = None
-    tasks_limit: int | None = None  # first N training tasks (after the contamination check)
-    exclude_overlaps: bool = True  # drop training tasks that overlap evaluation tasks
-    allow_overlap: bool = False  # keep them instead (recorded in the manifest)
+    tasks_limit: int | None = Field(
+        None, description="first N training tasks (after the contamination check)"
+    )
+    exclude_overlaps: bool = Field(
+        True, description="drop training tasks that overlap evaluation tasks"
+    )
+    allow_overlap: bool = Field(False, description="keep them instead (recorded in the manifest)")
     seed: int = 0
     # optimisation (TRL names)
     steps: int = 10
@@ -56,30 +61,45 @@ class TrainSettings:
     beta: float = 0.0
     loss_type: str = "dapo"
     gradient_checkpointing: bool = False
-    save_steps: int = 10  # checkpoints for resuming
-    max_time_s: float | None = None  # stop after this long (checked after each step), then save
+    save_steps: int = Field(10, description="checkpoints for resuming")
+    max_time_s: float | None = Field(
+        None, description="stop after this long (checked after each step), then save"
+    )
     # rewards
-    tests_rewarded: int = 5  # +0.1 per passed test, up to this many
-    pair_reward: str = "authors"  # magrpo: the MAGRPO authors' reward, or "simple" (class study)
-    turns: int = 1  # magrpo: turns per episode; between turns the pair sees its example results
-    plan_weight: float = 0.5  # pta / corecode planner: weight of the plan's outcome term
-    efficiency_weight: float = 0.2  # corecode: speed (planner) and memory (coder) terms; 0 = off
-    plan_quality_weight: float = 0.2  # corecode planner: outline followed, no code in the plan
+    tests_rewarded: int = Field(5, description="+0.1 per passed test, up to this many")
+    pair_reward: str = Field(
+        "authors", description='magrpo: the MAGRPO authors\' reward, or "simple" (class study)'
+    )
+    turns: int = Field(
+        1, description="magrpo: turns per episode; between turns the pair sees its example results"
+    )
+    plan_weight: float = Field(
+        0.5, description="pta / corecode planner: weight of the plan's outcome term"
+    )
+    efficiency_weight: float = Field(
+        0.2, description="corecode: speed (planner) and memory (coder) terms; 0 = off"
+    )
+    plan_quality_weight: float = Field(
+        0.2, description="corecode planner: outline followed, no code in the plan"
+    )
     # corecode: alternate planner and coder phases, optionally from SFT checkpoints
     rounds: int = 1
     planner_model: str | None = None
     coder_model: str | None = None
     # sft
     epochs: float = 1.0
-    plan_source: str = "template"  # "template" (from reference solutions) or a model spec
-    sft_roles: list[str] = field(default_factory=lambda: ["planner", "coder"])
+    plan_source: str = Field(
+        "template", description='"template" (from reference solutions) or a model spec'
+    )
+    sft_roles: list[str] = ["planner", "coder"]
     # scale-out
     use_vllm: bool = False
-    vllm_mode: str = "colocate"  # or "server" (`trl vllm-serve` on other GPUs)
+    vllm_mode: str = Field("colocate", description='or "server" (`trl vllm-serve` on other GPUs)')
     use_cpu: bool = True
     bf16: bool = False
 
-    def validate(self) -> TrainSettings:
+    @model_validator(mode="after")
+    def _known_choices(self) -> TrainSettings:
         if self.method not in METHODS:
             raise UnknownNameError("training method", self.method, METHODS)
         if self.pair_reward not in PAIR_REWARDS:
@@ -91,43 +111,23 @@ class TrainSettings:
         return self
 
 
-def _coerce(name: str, raw: str, default: Any) -> Any:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if default is not None and not isinstance(value, type(default)):
-        raise CorebenchError(
-            f"training setting {name} takes a {type(default).__name__}, got {raw!r}"
-        )
-    return value
-
-
 def load_settings(
-    method: str, config: Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+    method: str,
+    config: Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    **values: Any,
 ) -> TrainSettings:
     """Settings from defaults, then the TOML file (a flat table, or a ``[train]`` table), then
-    ``KEY=VALUE`` overrides; unknown keys are errors with a suggestion."""
-    values: dict[str, Any] = {}
+    ``KEY=VALUE`` overrides, then ``values`` (typed, from the command's own flags); unknown keys
+    are errors with a suggestion."""
+    merged: dict[str, Any] = {}
     if config is not None:
         try:
             data = tomllib.loads(Path(config).read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise CorebenchError(f"cannot read training config {config}: {exc}") from exc
-        values.update(data.get("train", data))
-    defaults = {f.name: f for f in dataclasses.fields(TrainSettings)}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise CorebenchError(f"expected KEY=VALUE, got {item!r}")
-        if key not in defaults:
-            raise UnknownNameError("training setting", key, defaults)
-        default = TrainSettings().__dict__[key]
-        values[key] = _coerce(key, raw, default)
-    unknown = set(values) - set(defaults)
-    if unknown:
-        raise UnknownNameError("training setting", sorted(unknown)[0], defaults)
-    values["method"] = method
-    return TrainSettings(**values).validate()
+        merged.update(data.get("train", data))
+    merged.update(parse_assignments(overrides, "training setting"))
+    merged.update(values)
+    merged["method"] = method
+    return validate_options("training setting", TrainSettings, merged)

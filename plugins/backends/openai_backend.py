@@ -8,6 +8,8 @@ import os
 import time
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import Backend, CorebenchError, Generation, GenerationRequest, hookimpl
 from corebench.harness.backend import cut_at_stop
 from corebench.harness.config import OPENAI_MAX_IN_FLIGHT
@@ -29,16 +31,18 @@ class OpenAIBackend(Backend):
     name = "openai"
     description = "OpenAI-compatible server (vllm serve, llama.cpp, corebench serve, hosted APIs)"
 
-    def __init__(
-        self,
-        target: str = "",
-        max_in_flight: int = OPENAI_MAX_IN_FLIGHT,
-        api_key_env: str = "OPENAI_API_KEY",
-        max_retries: int = 4,
-        timeout_s: float = 600.0,
-        **options: Any,
-    ):
+    class Options(Backend.Options):
+        max_in_flight: int = Field(OPENAI_MAX_IN_FLIGHT, ge=1, description="requests at once")
+        api_key_env: str = Field(
+            "OPENAI_API_KEY", description="environment variable holding the API key"
+        )
+        max_retries: int = Field(4, ge=0, description="retries of a failed request")
+        timeout_s: float = Field(600.0, gt=0, description="seconds per request")
+
+    def __init__(self, target: str = "", **options: Any):
         super().__init__(target, **options)
+        max_in_flight, api_key_env = self.options.max_in_flight, self.options.api_key_env
+        max_retries, timeout_s = self.options.max_retries, self.options.timeout_s
         if not target:
             raise CorebenchError(
                 "the openai backend needs a model: --model openai:MODEL@http://HOST:PORT/v1"

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from corebench.harness import (
     Backend,
     CorebenchError,
@@ -54,21 +56,19 @@ class TransformersBackend(Backend):
     name = "hf"
     description = "Hugging Face transformers: local checkpoint dir or Hub id, CPU or GPU, batched"
 
-    def __init__(
-        self,
-        target: str = "",
-        device: str | None = None,
-        dtype: str = "auto",
-        max_batch: int = DEFAULT_MAX_BATCH,
-        **options: Any,
-    ):
+    class Options(Backend.Options):
+        device: str | None = Field(None, description="cpu, cuda, cuda:1, mps (default: the best)")
+        dtype: str = Field("auto", description="auto, float32, bfloat16 or float16")
+        max_batch: int = Field(DEFAULT_MAX_BATCH, ge=1, description="sequences decoded together")
+
+    def __init__(self, target: str = "", **options: Any):
         super().__init__(target, **options)
-        self.max_batch = int(max_batch)
+        self.max_batch = self.options.max_batch
         if not target:
             raise CorebenchError("the hf backend needs a checkpoint: --model hf:PATH_OR_HUB_ID")
         self.path = target
-        self.device_name = device
-        self.dtype_name = dtype
+        self.device_name = self.options.device
+        self.dtype_name = self.options.dtype
         self._model: Any = None
         self._tokenizer: Any = None
         self._engine: DecodeEngine | None = None

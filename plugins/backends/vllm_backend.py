@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import (
     BatchingBackend,
     CorebenchError,
@@ -20,32 +22,26 @@ from corebench.harness import (
 from corebench.harness.backend import cut_at_stop
 
 
-def _flag(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+class VllmOptions(BatchingBackend.Options):
+    """The backend's batch size plus the ``vllm.LLM`` engine arguments corebench passes on (only
+    those given: vLLM's own defaults apply to the rest)."""
+
+    max_batch: int = Field(256, ge=1, description="requests handed to one LLM.chat call")
+    tensor_parallel_size: int | None = Field(None, ge=1, description="GPUs per model replica")
+    pipeline_parallel_size: int | None = Field(None, ge=1, description="pipeline stages")
+    dtype: str | None = Field(None, description="auto, bfloat16, float16, float32")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="share of GPU memory vLLM may take"
+    )
+    max_model_len: int | None = Field(None, ge=1, description="context length")
+    seed: int | None = Field(None, description="engine seed")
+    enforce_eager: bool | None = Field(None, description="no CUDA graphs")
 
 
-ENGINE_OPTIONS = {
-    "tensor_parallel_size": int,
-    "pipeline_parallel_size": int,
-    "dtype": str,
-    "gpu_memory_utilization": float,
-    "max_model_len": int,
-    "seed": int,
-    "enforce_eager": _flag,
-}
-
-
-def engine_kwargs(target: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.LLM``: the model plus the engine options corebench knows."""
-    unknown = set(options) - set(ENGINE_OPTIONS)
-    if unknown:
-        raise CorebenchError(
-            f"unknown vllm option(s) {', '.join(sorted(unknown))} (known: {', '.join(ENGINE_OPTIONS)})"
-        )
-    kwargs: dict[str, Any] = {"model": target}
-    for name, value in options.items():
-        kwargs[name] = ENGINE_OPTIONS[name](value)
-    return kwargs
+def engine_kwargs(target: str, options: VllmOptions) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``: the model plus the engine options given."""
+    given = options.model_dump(exclude_unset=True, exclude={"max_batch"})
+    return {"model": target, **given}
 
 
 def sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
@@ -81,11 +77,13 @@ class VllmBackend(BatchingBackend):
     name = "vllm"
     description = "vLLM offline engine on GPUs (continuous batching, tensor parallel)"
 
-    def __init__(self, target: str = "", max_batch: int = 256, **options: Any):
-        super().__init__(target, max_batch=max_batch)
+    Options = VllmOptions
+
+    def __init__(self, target: str = "", **options: Any):
+        super().__init__(target, **options)
         if not target:
             raise CorebenchError("the vllm backend needs a model: --model vllm:PATH_OR_HUB_ID")
-        self.engine = engine_kwargs(target, options)
+        self.engine = engine_kwargs(target, self.options)
         self._llm: Any = None
 
     def load(self) -> None:

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import Tokens, Unwrap
 from corebench.harness.errors import UnknownNameError
@@ -30,18 +32,21 @@ class Apps(ContestBenchmark):
     name = "apps"
     description = "APPS: introductory/interview/competition problems, stdin/stdout and call-based"
     splits = ("test", "train")
-    options = {"level": ""}  # one of LEVELS; "" = all
+
+    class Options(ContestBenchmark.Options):
+        level: str = Field("", description="introductory, interview or competition ('' = all)")
+
     source = HubDataset(
         "apps", "apps", "codeparrot/apps", {"test": "test.jsonl", "train": "train.jsonl"}
     )
 
     def __init__(self, data_dir: Path | None = None, **options: Any):
         super().__init__(data_dir, **options)
-        if self.config["level"] and self.config["level"] not in LEVELS:
-            raise UnknownNameError("APPS level", self.config["level"], LEVELS)
+        if self.options.level and self.options.level not in LEVELS:
+            raise UnknownNameError("APPS level", self.options.level, LEVELS)
 
     def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
-        level = self.config["level"]
+        level = self.options.level
         if level and row["difficulty"] != level:
             return None
         try:

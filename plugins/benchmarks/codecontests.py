@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import Tokens
 from corebench.harness.errors import UnknownNameError
@@ -41,7 +43,13 @@ class CodeContests(ContestBenchmark):
     name = "codecontests"
     description = "DeepMind CodeContests: stdin/stdout, public/private/generated tests, by source"
     splits = ("test", "valid", "train")
-    options = {"source": "", "min_rating": 0, "max_rating": 0, "generated_tests": True}
+
+    class Options(ContestBenchmark.Options):
+        source: str = Field("", description="only this source (codeforces, atcoder, ...)")
+        min_rating: int = Field(0, ge=0, description="lowest Codeforces rating (0: any)")
+        max_rating: int = Field(0, ge=0, description="highest Codeforces rating (0: any)")
+        generated_tests: bool = Field(True, description="judge on the generated tests too")
+
     source = HubDataset(
         "codecontests",
         "code_contests",
@@ -51,19 +59,19 @@ class CodeContests(ContestBenchmark):
 
     def __init__(self, data_dir: Path | None = None, **options: Any):
         super().__init__(data_dir, **options)
-        if self.config["source"] and self.config["source"] not in SOURCES.values():
-            raise UnknownNameError("CodeContests source", self.config["source"], SOURCES.values())
+        if self.options.source and self.options.source not in SOURCES.values():
+            raise UnknownNameError("CodeContests source", self.options.source, SOURCES.values())
 
     def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
         source = SOURCES.get(int(row.get("source") or 0), "unknown")
         rating = int(row.get("cf_rating") or 0)
-        if self.config["source"] and source != self.config["source"]:
+        if self.options.source and source != self.options.source:
             return None
-        if self.config["min_rating"] and rating < self.config["min_rating"]:
+        if self.options.min_rating and rating < self.options.min_rating:
             return None
-        if self.config["max_rating"] and (not rating or rating > self.config["max_rating"]):
+        if self.options.max_rating and (not rating or rating > self.options.max_rating):
             return None
-        suites = SUITES if self.config["generated_tests"] else SUITES[:2]
+        suites = SUITES if self.options.generated_tests else SUITES[:2]
         inputs, expected = {}, {}
         for name in suites:
             tests = row.get(name) or {}

@@ -79,4 +79,4 @@ class ContestBenchmark(Benchmark):
 
     def dataset_info(self) -> dict[str, Any]:
         self.problems("test")
-        return {**self._splits["test"][1], "options": self.config}
+        return {**self._splits["test"][1], "options": self.options.model_dump()}

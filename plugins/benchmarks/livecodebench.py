@@ -19,6 +19,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import JsonEqual, Tokens
 from corebench.harness.errors import CorebenchError
@@ -82,7 +84,15 @@ class LiveCodeBench(ContestBenchmark):
     description = (
         "LiveCodeBench code generation: dated contest problems, stdin/stdout and functional"
     )
-    options = {"release": f"release_v{RELEASES}", "start_date": "", "end_date": "", "platform": ""}
+
+    class Options(ContestBenchmark.Options):
+        release: str = Field(
+            f"release_v{RELEASES}", description=f"release_v1 … release_v{RELEASES} (cumulative)"
+        )
+        start_date: str = Field("", description="only problems from this date on (YYYY-MM-DD)")
+        end_date: str = Field("", description="only problems up to this date (YYYY-MM-DD)")
+        platform: str = Field("", description="only this platform (leetcode, codeforces, atcoder)")
+
     source = HubDataset(
         "livecodebench",
         "livecodebench",
@@ -92,10 +102,10 @@ class LiveCodeBench(ContestBenchmark):
 
     def __init__(self, data_dir: Path | None = None, **options: Any):
         super().__init__(data_dir, **options)
-        match = re.fullmatch(r"release_v(\d+)", self.config["release"])
+        match = re.fullmatch(r"release_v(\d+)", self.options.release)
         if not match or not 1 <= int(match[1]) <= RELEASES:
             raise CorebenchError(
-                f"livecodebench: unknown release {self.config['release']!r} "
+                f"livecodebench: unknown release {self.options.release!r} "
                 f"(release_v1 … release_v{RELEASES})"
             )
         self.release = int(match[1])
@@ -105,11 +115,11 @@ class LiveCodeBench(ContestBenchmark):
 
     def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
         date = str(row["contest_date"])[:10]  # ISO date: compared as text
-        if self.config["start_date"] and date < self.config["start_date"]:
+        if self.options.start_date and date < self.options.start_date:
             return None
-        if self.config["end_date"] and date > self.config["end_date"]:
+        if self.options.end_date and date > self.options.end_date:
             return None
-        if self.config["platform"] and row["platform"] != self.config["platform"]:
+        if self.options.platform and row["platform"] != self.options.platform:
             return None
         public = decode_tests(row["public_test_cases"])
         private = decode_tests(row["private_test_cases"]) if row.get("private_test_cases") else []

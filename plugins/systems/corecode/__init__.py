@@ -11,6 +11,8 @@ visible examples for up to N rounds.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug, recall
@@ -24,25 +26,27 @@ class CoReCode(System):
     name = "corecode"
     description = "CoRe-Code planner-coder: a structured plan, then code that follows it"
     roles = ("planner", "coder")
-    options = {
+
+    class Options(System.Options):
         # what each role writes: an outline of six short sections, one code block
-        "plan_max_new_tokens": 256,
-        "code_max_new_tokens": 384,
-        "retrieval": False,
-        "retrieval_k": 3,
-        "debug_rounds": 0,
-    }
+        plan_max_new_tokens: int = Field(256, ge=1, description="token budget of the plan")
+        code_max_new_tokens: int = Field(384, ge=1, description="token budget of the code")
+        retrieval: bool = Field(False, description="recall similar solved problems before planning")
+        retrieval_k: int = Field(3, ge=1, description="problems recalled when retrieval is on")
+        debug_rounds: int = Field(
+            0, ge=0, description="rounds the coder repairs its code on the visible examples"
+        )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         fields = {"prompt": task.prompt, "entry_point": task.entry_point}
         similar = ""
-        if self.config["retrieval"]:
-            recalled = await recall(ctx, "planner", self.config["retrieval_k"])
+        if self.options.retrieval:
+            recalled = await recall(ctx, "planner", self.options.retrieval_k)
             similar = f"Similar problems you know:\n{recalled.as_text()}\n\n"
         plan = await ctx.generate(
             "planner",
             render(__name__, "planner.txt", similar=similar, **fields),
-            max_new_tokens=self.config["plan_max_new_tokens"],
+            max_new_tokens=self.options.plan_max_new_tokens,
             stop_pattern=OUTLINE_END,
         )
         plan = plan.strip()
@@ -51,11 +55,11 @@ class CoReCode(System):
         code = await ctx.write_code(
             "coder",
             render(__name__, "coder.txt", plan=plan, **fields),
-            max_new_tokens=self.config["code_max_new_tokens"],
+            max_new_tokens=self.options.code_max_new_tokens,
         )
-        if self.config["debug_rounds"]:
+        if self.options.debug_rounds:
             code, _ = await debug(
-                ctx, code, role="coder", rounds=self.config["debug_rounds"], plan=plan
+                ctx, code, role="coder", rounds=self.options.debug_rounds, plan=plan
             )
         return code
 

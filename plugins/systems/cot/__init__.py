@@ -6,6 +6,8 @@ reasoning first and the code in a second call that sees it.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 
@@ -13,11 +15,15 @@ from corebench.harness.prompts import render
 class ChainOfThought(System):
     name = "cot"
     description = "chain of thought: reason step by step, then code (one call, or two)"
-    options = {"two_calls": False}
+
+    class Options(System.Options):
+        two_calls: bool = Field(
+            False, description="reason in one call, then write the code in a second"
+        )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         fields = {"prompt": task.prompt, "entry_point": task.entry_point}
-        if not self.config["two_calls"]:
+        if not self.options.two_calls:
             answer = await ctx.generate("model", render(__name__, "one_call.txt", **fields))
             return ctx.code_from(answer)
         reasoning = await ctx.generate("model", render(__name__, "reason.txt", **fields))

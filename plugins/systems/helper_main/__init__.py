@@ -9,6 +9,8 @@ trained pair is evaluated with what it learned (``--model helper=...,main=...``)
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from corebench.harness import CorebenchError, SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 
@@ -56,7 +58,12 @@ class HelperMain(System):
     roles = ("helper", "main")
     # turns > 1: while the pair's program fails a visible example, both agents rewrite their
     # code from the results (the multi-turn MAGRPO a `turns = N` training run learns)
-    options = {"sequential": False, "turns": 1}
+
+    class Options(System.Options):
+        sequential: bool = Field(False, description="the main agent sees the helper's code")
+        turns: int = Field(
+            1, ge=1, description="turns: later ones rewrite both codes from the examples' results"
+        )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         if task.entry_point is None:
@@ -64,10 +71,10 @@ class HelperMain(System):
                 f"helper-main needs a function task; {task.task_id} is a stdin/stdout program"
             )
         helper_code = await ctx.write_code("helper", helper_prompt(task), entry_point=False)
-        shown = helper_code if self.config["sequential"] else None
+        shown = helper_code if self.options.sequential else None
         main_code = await ctx.write_code("main", main_prompt(task, shown))
         turns = [{"helper_code": helper_code, "main_code": main_code}]
-        for _ in range(1, self.config["turns"]):
+        for _ in range(1, self.options.turns):
             if not ctx.examples or ctx.calls_left < 2:
                 break
             check = await ctx.run_examples(combine(helper_code, main_code))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import Field
+
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug, examples_text, recall
@@ -32,11 +34,17 @@ def parse_confidence(answer: str) -> int:
 class MapCoder(System):
     name = "mapcoder"
     description = "MapCoder: recall k exemplars, plan with confidence, code, debug t rounds"
-    options = {"k": 3, "t": 5, "max_calls": 0}  # max_calls 0: only the run's per-sample budget
+
+    class Options(System.Options):
+        k: int = Field(3, ge=1, description="exemplars recalled, each with its own plan")
+        t: int = Field(5, ge=0, description="debugging rounds per plan")
+        max_calls: int = Field(
+            0, ge=0, description="model calls per sample (0: only the run's per-sample budget)"
+        )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
-        k, t = self.config["k"], self.config["t"]
-        cap = self.config["max_calls"] or ctx.limits.max_calls
+        k, t = self.options.k, self.options.t
+        cap = self.options.max_calls or ctx.limits.max_calls
 
         def can_call() -> bool:
             return ctx.calls_left > 0 and len(ctx.trace) < cap

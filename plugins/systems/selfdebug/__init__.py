@@ -3,6 +3,8 @@ examples (run in the sandbox) for up to ``rounds`` rounds."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug
@@ -11,7 +13,11 @@ from corebench.plugins.systems.agents import debug
 class SelfDebug(System):
     name = "self-debug"
     description = "direct code, then repairs from the visible examples' results (up to `rounds`)"
-    options = {"rounds": 3}
+
+    class Options(System.Options):
+        rounds: int = Field(
+            3, ge=0, description="repairs at most, each after a failing example run"
+        )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         code = await ctx.write_code(
@@ -23,7 +29,7 @@ class SelfDebug(System):
                 entry_point=task.entry_point,
             ),
         )
-        code, _ = await debug(ctx, code, role="model", rounds=self.config["rounds"])
+        code, _ = await debug(ctx, code, role="model", rounds=self.options.rounds)
         return code
 
 

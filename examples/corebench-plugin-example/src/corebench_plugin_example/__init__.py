@@ -13,6 +13,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from corebench.harness import (
     Backend,
     Benchmark,
@@ -76,13 +78,16 @@ class BestOfN(System):
 
     name = "best-of-n"
     description = "up to n samples, the first passing the visible examples wins (example plugin)"
-    options = {"n": 3, "temperature": 0.8}
+
+    class Options(System.Options):
+        n: int = Field(3, ge=1, description="programs sampled at most")
+        temperature: float = Field(0.8, ge=0, description="temperature after the first (greedy)")
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         prompt = render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point)
         code = ""
-        for attempt in range(self.config["n"]):
-            temperature = 0.0 if attempt == 0 else self.config["temperature"]
+        for attempt in range(self.options.n):
+            temperature = 0.0 if attempt == 0 else self.options.temperature
             code = ctx.code_from(await ctx.generate("model", prompt, temperature=temperature))
             check = await ctx.run_examples(code)
             ctx.note(f"attempt_{attempt}", {"passed_examples": check.passed})

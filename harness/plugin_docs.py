@@ -1,8 +1,8 @@
 """The plugin reference in docs/plugins.md, generated from the code it documents:
 the hooks in ``hookspecs.py``, the base classes' API and the record types.
 
-    python -m corebench.harness.reference          # print it
-    python -m corebench.harness.reference --write  # refresh docs/plugins.md between its markers
+    python -m corebench.harness.plugin_docs          # print it
+    python -m corebench.harness.plugin_docs --write  # refresh docs/plugins.md between its markers
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def _members(cls: type) -> list[str]:
             signature = "" if isinstance(member, property) else str(inspect.signature(fn))
             doc = _doc(fn)
             lines.append(f"- `{name}{signature}`" + (f": {doc}" if doc else ""))
+        elif inspect.isclass(member) and name == "Options":
+            doc = _doc(member)
+            lines.append(f"- `class {name}`" + (f": {doc}" if doc else ""))
         elif not callable(member) and name in cls.__dict__.get("__annotations__", {}):
             lines.append(f"- `{name}` (class attribute) = `{member!r}`")
     return lines
