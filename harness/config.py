@@ -81,12 +81,12 @@ MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
 ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto (bubblewrap, or refuse) | bwrap | unsafe
 
-# --- efficiency phase (passing solutions only, one at a time) -----------------------------------
+# --- measurement phase (passing solutions only, one at a time) -----------------------------------
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts
-EFFICIENCY_WARMUP = 1  # untimed calls per test before them
-EFFICIENCY_REPEATS_TRAINING = 3  # timed calls per test for training's efficiency rewards
-EFFICIENCY_MIN_SAMPLE_S = 0.002  # a timed sample repeats a fast test until it lasts this long
-EFFICIENCY_FIXED_LAYOUT = True  # timed children run without address-space randomization
+MEASUREMENT_WARMUP = 1  # untimed calls per test before them
+MEASUREMENT_REPEATS_TRAINING = 3  # timed calls per test for training's efficiency rewards
+MEASUREMENT_MIN_SAMPLE_S = 0.002  # a timed sample repeats a fast test until it lasts this long
+MEASUREMENT_FIXED_LAYOUT = True  # timed children run without address-space randomization
 MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
 # Calibrated CPU seconds: CPU seconds scaled to a machine that runs the sandbox child's fixed
 # calibration work (`child.calibration_work`) in this long; about the 2-core CI machine's speed.

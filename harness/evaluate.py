@@ -4,21 +4,20 @@ directory, so ``corebench show``, ``export`` and the leaderboards read them too.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .benchmark import Benchmark
-from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
-from .metadata import environment_metadata, file_fingerprint, provenance_changes
-from .records import ExecutionResult, RunConfig, Solution
-from .runner import refuse_changed
-from .sandbox import Executor
+from .metadata import file_fingerprint
+from .recording import OnSample, Recorder
+from .records import RunConfig, Solution
 from .store import Store
+
+# what a judged samples file records as its system: the programs were written elsewhere
+SAMPLES_SYSTEM = "samples"
 
 
 @dataclass(frozen=True)
@@ -70,57 +69,31 @@ async def evaluate_samples(
     samples_path: Path,
     run_dir: Path,
     k: list[int],
-    on_sample: Callable[[Solution, ExecutionResult], None] | None = None,
+    on_sample: OnSample | None = None,
     repeats: int = 0,
 ) -> int:
     """Judge every sample not yet judged in ``run_dir``; returns how many were judged now."""
     samples = load_samples(samples_path, benchmark)
-    executor = Executor()  # no bubblewrap: refused before anything is written
     config = RunConfig(
         benchmark=benchmark.name,
-        system="samples",
+        system=SAMPLES_SYSTEM,
         model=f"samples:{samples_path.name}@{file_fingerprint(samples_path)[:12]}",
         n=max(s.index for s in samples) + 1,
         k=k,
     )
-    store = Store(run_dir)
-    try:
-        dataset = benchmark.dataset_info()
-        store.open_run(
-            config,
-            {**environment_metadata(), "dataset": dataset, "samples_file": str(samples_path)},
+    with Recorder(
+        run_dir, benchmark, config, {"samples_file": str(samples_path)}, on_sample=on_sample
+    ) as recorder:
+        todo = set(recorder.pending((s.task_id, s.index) for s in samples))
+        await recorder.judge_all(
+            [
+                Solution(task_id=s.task_id, sample_index=s.index, code=s.code)
+                for s in samples
+                if (s.task_id, s.index) in todo
+            ]
         )
-        refuse_changed(store, provenance_changes(store.metadata(), dataset))
-        done = store.finished()
-        todo = [s for s in samples if (s.task_id, s.index) not in done]
-        store.update_metadata(isolation=executor.mode, memory_limit_bytes=executor.memory_bytes)
-
-        suites = {t: benchmark.test_suite(t) for t in dict.fromkeys(s.task_id for s in todo)}
-        # Longest first, by the reference's CPU time: a slow task started last would run alone at
-        # the end while the other workers idle (MBPP+'s Mbpp/599 takes 40 s of a 90 s evaluation).
-        references = await asyncio.gather(*(executor.reference(t, s) for t, s in suites.items()))
-        cost = {
-            task_id: sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
-            for task_id, reference in zip(suites, references, strict=True)
-        }
-        todo.sort(key=lambda s: cost[s.task_id], reverse=True)
-
-        async def judge(sample: Sample) -> None:
-            solution = Solution(task_id=sample.task_id, sample_index=sample.index, code=sample.code)
-            store.save_solution(solution)
-            suite = suites[sample.task_id]
-            result = await executor.evaluate(sample.task_id, sample.index, sample.code, suite)
-            store.save_result(result)
-            if on_sample:
-                on_sample(solution, result)
-
-        await asyncio.gather(*(judge(s) for s in todo))
-        if repeats > 0:
-            store.update_metadata(efficiency_repeats=repeats)
-            await measure_passing(store, benchmark, executor, repeats)
+        await recorder.measure(repeats)
         return len(todo)
-    finally:
-        store.close()
 
 
 def write_reports(run_dir: Path) -> tuple[Path, Path]:

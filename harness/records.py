@@ -131,8 +131,8 @@ def calibrated(cpu_s: float, calibration_s: float | None) -> float:
     return cpu_s * CALIBRATION_REFERENCE_S / calibration_s if calibration_s else cpu_s
 
 
-class Efficiency(Record):
-    """Runtime and memory of a passing solution, measured in the serialized efficiency phase
+class Measurement(Record):
+    """Runtime and memory of a passing solution, measured in the serialized measurement phase
     (median over repeats after a warm-up), next to the reference solution measured the same way."""
 
     repeats: int
@@ -181,7 +181,7 @@ class ExecutionResult(Record):
     stdout: str = ""
     stderr: str = ""
     isolation: str = ""
-    efficiency: Efficiency | None = None
+    measurement: Measurement | None = None
 
     @property
     def passed(self) -> bool:

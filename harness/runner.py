@@ -8,6 +8,7 @@ requests together and batch them. Execution happens in sandboxed child processes
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,14 +23,13 @@ from .config import (
     DEFAULT_REPEATS,
 )
 from .context import BudgetExceeded, Limits, Sampling, SolveContext
-from .efficiency import measure_passing
 from .errors import CorebenchError, UnknownNameError
-from .metadata import environment_metadata, provenance_changes
+from .metadata import provenance_changes
 from .modelspec import DEFAULT_ROLE, ModelRef, format_model_spec, parse_model_spec
-from .records import ExecutionResult, RunConfig, Solution, Task, Verdict
+from .recording import Recorder, refuse_changed
+from .records import ExecutionResult, RunConfig, Solution, Task
 from .registry import Plugins, default_plugins
 from .sandbox import Executor, isolation_mode
-from .store import Store
 from .system import System
 
 ProgressFn = Callable[[Solution, ExecutionResult], None]
@@ -55,16 +55,6 @@ def select_tasks(benchmark: Benchmark, config: RunConfig) -> list[Task]:
     if config.limit is not None:
         tasks = tasks[: config.limit]
     return tasks
-
-
-def refuse_changed(store: Store, changes: list[str]) -> None:
-    """A run continues only with the data and weights it started with: samples made with other
-    ones would be silently mixed into it."""
-    if changes:
-        raise CorebenchError(
-            f"{store.run_dir} was made with other inputs: {'; '.join(changes)}; "
-            "choose another --out (nothing was changed there)"
-        )
 
 
 def resolve_models(spec: str, system: type[System], plugins: Plugins) -> dict[str, ModelRef]:
@@ -133,7 +123,7 @@ class Runner:
         self.limits = limits or Limits(DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE)
         self.on_sample = on_sample
         self.on_start = on_start  # called with (samples to do, samples already done)
-        self.repeats = repeats  # efficiency phase: timed calls per test (0: no efficiency phase)
+        self.repeats = repeats  # measurement phase: timed calls per test (0: no measurement phase)
         # Resolve every name first: a typo fails before any data or model is loaded.
         self.benchmark_cls = self.plugins.benchmarks.get(config.benchmark).component
         self.system_cls = self.plugins.systems.get(config.system).component
@@ -143,56 +133,45 @@ class Runner:
         self.benchmark: Benchmark = self.benchmark_cls(data_dir, **config.benchmark_options)
         self.system: System = self.system_cls(**config.system_options)
 
-    def pending(self, store: Store) -> tuple[list[tuple[Task, int]], int]:
-        tasks = select_tasks(self.benchmark, self.config)
-        done = store.finished()
-        todo = [(t, i) for t in tasks for i in range(self.config.n) if (t.task_id, i) not in done]
-        return todo, len(tasks) * self.config.n - len(todo)
-
     def run(self) -> RunOutcome:
         return asyncio.run(self.run_async())
 
     async def run_async(self) -> RunOutcome:
         started = time.perf_counter()
-        store = Store(self.run_dir)
-        try:
-            metadata = {
-                **environment_metadata(),
-                "dataset": self.benchmark.dataset_info(),
-                "sampling": {
-                    "temperature": self.config.temperature,
-                    "top_p": self.config.top_p,
-                    "max_new_tokens": self.config.max_new_tokens,
-                    "seed": self.config.seed,
-                    "n": self.config.n,
-                },
-            }
-            store.open_run(self.config, metadata)
-            refuse_changed(store, provenance_changes(store.metadata(), metadata["dataset"]))
-            todo, already = self.pending(store)
+        sampling = Sampling(
+            self.config.temperature,
+            self.config.top_p,
+            self.config.max_new_tokens,
+            self.config.seed,
+        )
+        metadata = {"sampling": {**dataclasses.asdict(sampling), "n": self.config.n}}
+        with Recorder(
+            self.run_dir,
+            self.benchmark,
+            self.config,
+            metadata,
+            isolation=self.isolation,
+            on_sample=self.on_sample,
+        ) as recorder:
+            store = recorder.store
+            tasks = {t.task_id: t for t in select_tasks(self.benchmark, self.config)}
+            keys = [(t, i) for t in tasks for i in range(self.config.n)]
+            todo = recorder.pending(keys)
+            already = len(keys) - len(todo)
             if self.on_start:
                 self.on_start(len(todo), already)
             if not todo:
-                await self.measure(store)
+                await recorder.measure(self.repeats)
                 return RunOutcome(self.run_dir, already, already, 0, time.perf_counter() - started)
-            needs_model = any(store.solution(t.task_id, i) is None for t, i in todo)
+            needs_model = any(store.solution(t, i) is None for t, i in todo)
             backends = build_backends(self.roles, self.plugins) if needs_model else {}
             identities = {role: b.identity() for role, b in backends.items()}
             refuse_changed(store, provenance_changes(store.metadata(), models=identities))
             for backend in distinct(backends):
                 await asyncio.to_thread(backend.load)
-            executor = Executor(isolation=self.isolation)
             store.update_metadata(
                 models={role: b.identity() for role, b in backends.items()}
-                or store.metadata().get("models"),
-                isolation=executor.mode,
-                memory_limit_bytes=executor.memory_bytes,
-            )
-            sampling = Sampling(
-                self.config.temperature,
-                self.config.top_p,
-                self.config.max_new_tokens,
-                self.config.seed,
+                or store.metadata().get("models")
             )
             slots = asyncio.Semaphore(self.concurrency)
 
@@ -200,14 +179,12 @@ class Runner:
                 async with slots:
                     solution = store.solution(task.task_id, index)
                     if solution is None:
-                        solution = await self.solve(task, index, backends, sampling, executor)
-                        store.save_solution(solution)
-                    result = await self.execute(task, solution, executor)
-                    store.save_result(result)
-                    if self.on_sample:
-                        self.on_sample(solution, result)
+                        solution = await self.solve(
+                            task, index, backends, sampling, recorder.executor
+                        )
+                    await recorder.judge(solution)
 
-            jobs = [asyncio.ensure_future(one(t, i)) for t, i in todo]
+            jobs = [asyncio.ensure_future(one(tasks[t], i)) for t, i in todo]
             try:
                 await asyncio.gather(*jobs)
             finally:
@@ -217,17 +194,8 @@ class Runner:
                     backend.close()
             wall = time.perf_counter() - started
             store.update_metadata(wall_s=store.metadata().get("wall_s", 0.0) + wall)
-            await self.measure(store, executor)
+            await recorder.measure(self.repeats)
             return RunOutcome(self.run_dir, already + len(todo), already, len(todo), wall)
-        finally:
-            store.close()
-
-    async def measure(self, store: Store, executor: Executor | None = None) -> None:
-        """The efficiency phase, after every sample has its verdict (resumable like the rest)."""
-        if self.repeats > 0:
-            store.update_metadata(efficiency_repeats=self.repeats)
-            executor = executor or Executor(isolation=self.isolation)
-            await measure_passing(store, self.benchmark, executor, self.repeats)
 
     async def solve(
         self,
@@ -255,15 +223,3 @@ class Runner:
             error=error,
             wall_time_s=time.perf_counter() - started,
         )
-
-    async def execute(self, task: Task, solution: Solution, executor: Executor) -> ExecutionResult:
-        suite = self.benchmark.test_suite(task.task_id)
-        if not solution.code.strip():
-            return ExecutionResult(
-                task_id=task.task_id,
-                sample_index=solution.sample_index,
-                verdict=Verdict.no_code,
-                suite_verdicts={name: Verdict.no_code for name in suite.inputs},
-                first_failure=solution.error,
-            )
-        return await executor.evaluate(task.task_id, solution.sample_index, solution.code, suite)

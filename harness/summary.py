@@ -34,14 +34,14 @@ def samples_frame(store: Store) -> pd.DataFrame:
                 "completion_tokens": solution.completion_tokens,
                 "solve_wall_s": solution.wall_time_s,
                 "error": solution.error,
-                **_efficiency_columns(result),
+                **_measurement_columns(result),
             }
         )
     return pd.DataFrame(rows)
 
 
-def _efficiency_columns(result) -> dict[str, Any]:
-    e = result.efficiency
+def _measurement_columns(result) -> dict[str, Any]:
+    e = result.measurement
     if e is None:
         return dict.fromkeys(
             [

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from corebench.harness import evaluate as evaluate_module
+from corebench.harness import recording as recording_module
 from corebench.harness.errors import CorebenchError
 from corebench.harness.evaluate import evaluate_samples, load_samples
 from corebench.harness.sandbox import Executor
@@ -109,7 +109,7 @@ def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch)
             started.append(task_id)
             return await super().evaluate(task_id, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate_module, "Executor", Recording)
+    monkeypatch.setattr(recording_module, "Executor", Recording)
     # references measured here at about 4, 30 and 90 ms of CPU: given cheapest first
     tasks = ["Mbpp/85", "Mbpp/67", "Mbpp/96"]
     rows = [

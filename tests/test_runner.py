@@ -47,10 +47,10 @@ def test_corecode_run_stores_samples_traces_and_resumes(
     )  # the coder sees the plan
     assert result.verdict is Verdict.passed and samples["Mbpp/3"][1].verdict is Verdict.passed
     assert samples["Mbpp/4"][1].verdict is Verdict.wrong_answer
-    # the efficiency phase timed the passing solutions (only those) against their references
-    assert result.efficiency is not None and result.efficiency.repeats == 5
-    assert result.efficiency.runtime_s > 0 and result.efficiency.reference_runtime_s > 0
-    assert samples["Mbpp/4"][1].efficiency is None
+    # the measurement phase timed the passing solutions (only those) against their references
+    assert result.measurement is not None and result.measurement.repeats == 5
+    assert result.measurement.runtime_s > 0 and result.measurement.reference_runtime_s > 0
+    assert samples["Mbpp/4"][1].measurement is None
     # the three planner calls were batched together (all tasks in flight at once)
     assert max(c.batch_size for s, _ in samples.values() for c in s.trace) == 3
 

@@ -18,16 +18,16 @@ from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 from corebench.harness.testsuite import assert_suite
 from corebench.plugins.systems.corecode.outline import parse_plan
-from corebench.training.cli import model_spec, train
 from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
+from corebench.training.dispatch import model_spec, train
 from corebench.training.models import local_checkpoint
 from corebench.training.plans import template_plan
 from corebench.training.rewards import (
     RewardLog,
     authors_pair_reward,
-    efficiency,
     execution_reward,
+    measure_passing,
     pair_reward,
     pair_shape,
     run_tests,
@@ -162,7 +162,7 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     codes = [reference, loop, hungry, wrong]
     task = train_task("total", tests, reference)
     runs = run_tests([(c, task) for c in codes])
-    measured = efficiency([(c, task) for c in codes], runs)
+    measured = measure_passing([(c, task) for c in codes], runs)
     assert measured[3] is None and all(m is not None for m in measured[:3])
     speed = [speed_score(m) for m in measured]
     memory = [memory_score(m) for m in measured]

@@ -40,8 +40,8 @@ def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out
           accelerate_file: Path | None, gpus: int, data_dir: Path | None) -> None:  # fmt: skip
     """Train checkpoints: grpo, pta (plan-then-act), magrpo (helper/main pair), corecode
     (planner/coder, collaboration-aware), sft (planner/coder cold start)."""
-    from .cli import evaluate_command
-    from .cli import train as run_training
+    from .dispatch import evaluate_command
+    from .dispatch import train as run_training
     from .settings import load_settings
 
     flags = {"out": out, "data_dir": str(data_dir) if data_dir else None}

@@ -12,7 +12,7 @@ with the other frozen, and each rewarded by how well the pair does.
 
 CoRe-Code names these terms (time complexity for the planner, memory for the coder) without
 public formulas. Ours measure what the evaluation measures: CPU time and peak memory against the
-task's reference solution (``rewards.efficiency``), scored min(1, reference / program). Start
+task's reference solution (``rewards.measurement``), scored min(1, reference / program). Start
 from SFT checkpoints with ``planner_model`` / ``coder_model``.
 """
 

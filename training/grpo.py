@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness.prompts import render
-from corebench.harness.records import Efficiency
+from corebench.harness.records import Measurement
 
 from .data import TrainData, TrainTask, load_train_data
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
-from .rewards import RewardLog, TestRun, efficiency, execution_reward, run_tests
+from .rewards import RewardLog, TestRun, execution_reward, measure_passing, run_tests
 from .settings import EVALUATE_WITH, TrainSettings
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
 # a measured program's efficiency score in [0, 1] (rewards.speed_score, rewards.memory_score)
-EfficiencyTerm = Callable[[Efficiency | None], float]
+EfficiencyTerm = Callable[[Measurement | None], float]
 
 
 def grpo_config(settings: TrainSettings, output_dir: Path):
@@ -168,7 +168,7 @@ def judge(
     runs = run_tests(programs)
     if efficiency_term is None or weight <= 0:
         return runs, [0.0] * len(runs)
-    return runs, [weight * efficiency_term(m) for m in efficiency(programs, runs)]
+    return runs, [weight * efficiency_term(m) for m in measure_passing(programs, runs)]
 
 
 def code_reward(settings: TrainSettings, efficiency_term: EfficiencyTerm | None = None) -> RewardFn:

@@ -7,8 +7,8 @@
   cannot collapse into one agent; ``pair_reward`` (``pair_reward = "simple"``): the class
   study's +0.2 if the combined program parses, +0.3 if it runs, +0.1 per passed test.
 - ``pass_rate``: the share of tests passed (CoRe-Code's coder and, through the coder, planner).
-- ``efficiency``: for programs that pass every test, CPU time and peak memory against the task's
-  reference solution, measured one program at a time as the evaluation's efficiency phase does;
+- ``measure_passing``: for programs that pass every test, CPU time and peak memory against the task's
+  reference solution, measured one program at a time as the evaluation's measurement phase does;
   ``speed_score`` and ``memory_score`` map them to [0, 1] (CoRe-Code's efficiency terms).
 """
 
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from corebench.harness.config import EFFICIENCY_REPEATS_TRAINING
+from corebench.harness.config import MEASUREMENT_REPEATS_TRAINING
 from corebench.harness.context import ExampleCheck
 from corebench.harness.errors import CorebenchError
 from corebench.harness.examples import parse_example
-from corebench.harness.records import Efficiency, Task, TestOutcome, Verdict
+from corebench.harness.records import Measurement, Task, TestOutcome, Verdict
 from corebench.harness.sandbox import Executor
 
 from .data import TrainTask
@@ -104,21 +104,21 @@ def example_feedback(programs: list[tuple[str, Task]]) -> list[tuple[bool, str]]
     return _in_own_loop(all_checks)
 
 
-def efficiency(
+def measure_passing(
     programs: list[tuple[str, TrainTask]], runs: list[TestRun]
-) -> list[Efficiency | None]:
+) -> list[Measurement | None]:
     """Runtime and memory, against the task's reference, of each program that passed every
     test; one program at a time after the parallel correctness runs, so the timings do not share
     the machine with other sandbox work. None for the others and for tasks without a reference."""
 
-    async def measure_all(executor: Executor) -> list[Efficiency | None]:
-        out: list[Efficiency | None] = []
+    async def measure_all(executor: Executor) -> list[Measurement | None]:
+        out: list[Measurement | None] = []
         for (code, task), run in zip(programs, runs, strict=True):
             measured = None
             if task.reference and run.total and run.passed == run.total:
                 try:
                     measured = await executor.measure(
-                        task.task.task_id, code, task.suite, EFFICIENCY_REPEATS_TRAINING
+                        task.task.task_id, code, task.suite, MEASUREMENT_REPEATS_TRAINING
                     )
                 except CorebenchError:  # it failed when timed (a test that depends on luck)
                     measured = None
@@ -128,13 +128,13 @@ def efficiency(
     return _in_own_loop(measure_all)
 
 
-def speed_score(measured: Efficiency | None) -> float:
+def speed_score(measured: Measurement | None) -> float:
     """1 when at least as fast as the reference (CPU time), falling as 1/ratio when slower."""
     ratio = measured.runtime_ratio if measured else float("nan")
     return min(1.0, 1.0 / ratio) if ratio == ratio and ratio > 0 else 0.0
 
 
-def memory_score(measured: Efficiency | None) -> float:
+def memory_score(measured: Measurement | None) -> float:
     """1 when its peak memory is at most the reference's, falling as 1/ratio when above."""
     ratio = measured.memory_ratio if measured else float("nan")
     return min(1.0, 1.0 / ratio) if ratio == ratio and ratio > 0 else 0.0

@@ -26,7 +26,7 @@ from ..config import (
 )
 from ..errors import CorebenchError
 from ..examples import Example
-from ..records import Efficiency, ExecutionResult, TestOutcome, calibrated
+from ..records import ExecutionResult, Measurement, TestOutcome, calibrated
 from ..testsuite import FunctionalSuite
 from .codec import encode
 from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
@@ -205,7 +205,7 @@ class Executor:
 
     async def measure(
         self, task_id: str, code: str, suite: FunctionalSuite, repeats: int
-    ) -> Efficiency:
+    ) -> Measurement:
         """CPU time and memory of a passing solution and of the reference, measured alike;
         CorebenchError when the solution cannot be measured honestly."""
         key = reference_key(task_id, suite)
@@ -216,7 +216,7 @@ class Executor:
         _check_honest(mine, ref)
         wall, cpu, peak, calibration = _totals(mine)
         ref_wall, ref_cpu, ref_peak, ref_calibration = _totals(ref)
-        return Efficiency(
+        return Measurement(
             repeats=repeats,
             runtime_s=wall,
             cpu_s=cpu,

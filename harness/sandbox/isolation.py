@@ -58,8 +58,8 @@ INSTALL_BWRAP = (
 
 
 def is_unsafe(mode: str | None) -> bool:
-    """Whether a run's recorded isolation is the unsafe one (``rlimits`` in runs stored before)."""
-    return mode in (UNSAFE, "rlimits")
+    """Whether a run's recorded isolation is the unsafe one."""
+    return mode == UNSAFE
 
 
 @functools.cache
@@ -142,7 +142,7 @@ def _readonly_roots() -> list[str]:
 def child_command(workdir: str, mode: str, fixed_layout: bool = False) -> tuple[list[str], str]:
     """The argv that runs the sandbox child, and the working directory it sees.
 
-    ``fixed_layout`` (efficiency phase) turns address-space randomization off for the child, where
+    ``fixed_layout`` (measurement phase) turns address-space randomization off for the child, where
     util-linux's ``setarch`` exists: a randomized layout alone moves a pure-Python loop's speed by a
     few per cent from one process to the next."""
     child = str(Path(__file__).with_name("child.py"))

@@ -6,7 +6,7 @@ serializes them), the harness thread and the child pinned to the same CPU.
 decodes fresh copies of a test's input (the inputs exist in the child only from then on, so
 nothing can be computed ahead); ``call`` runs the program on them, and the harness reads the
 child's CPU clock just before sending it and when the answer arrives: that window is the sample.
-Fast tests run several times within one sample until it lasts EFFICIENCY_MIN_SAMPLE_S (as
+Fast tests run several times within one sample until it lasts MEASUREMENT_MIN_SAMPLE_S (as
 timeit's autorange does). Peak memory comes from single calls: the harness resets the child's
 high-water mark before the call and reads it after. Every CPU second the child spends after
 loading is accounted for: CPU outside the windows (a thread working between requests) and
@@ -34,9 +34,9 @@ from typing import Any
 
 from ..config import (
     CALIBRATION_SAMPLE_S,
-    EFFICIENCY_FIXED_LAYOUT,
-    EFFICIENCY_MIN_SAMPLE_S,
-    EFFICIENCY_WARMUP,
+    MEASUREMENT_FIXED_LAYOUT,
+    MEASUREMENT_MIN_SAMPLE_S,
+    MEASUREMENT_WARMUP,
     REFERENCE_CPU_LIMIT_S,
     STARTUP_ALLOWANCE_S,
 )
@@ -136,7 +136,7 @@ class _Session:
 
 def _failed(event: dict[str, Any]) -> CorebenchError:
     return CorebenchError(
-        "a solution that passed failed during the efficiency phase: "
+        "a solution that passed failed during the measurement phase: "
         f"{event.get('error') or event['status']}"
     )
 
@@ -180,19 +180,19 @@ class CallSession(_Session):
         return cpu, wall, peak
 
     def loops(self, spec: dict[str, Any]) -> int:
-        """Calls per timed sample so that a sample lasts EFFICIENCY_MIN_SAMPLE_S: the cost of one
+        """Calls per timed sample so that a sample lasts MEASUREMENT_MIN_SAMPLE_S: the cost of one
         call from two probe windows (1 call, then n), so that the window's own fixed cost (the
         request and the answer) cancels. The program can only change how many calls a sample
         makes, never what a sample measures."""
         single = self.call(spec, 1)[0]
-        if single >= EFFICIENCY_MIN_SAMPLE_S:
+        if single >= MEASUREMENT_MIN_SAMPLE_S:
             return 1
-        n = min(MAX_LOOPS, max(2, math.ceil(EFFICIENCY_MIN_SAMPLE_S / max(single, 1e-9))))
+        n = min(MAX_LOOPS, max(2, math.ceil(MEASUREMENT_MIN_SAMPLE_S / max(single, 1e-9))))
         several = self.call(spec, n)[0]
         per_call = (several - single) / (n - 1)
         if per_call <= 0:
             per_call = several / n
-        return max(1, min(MAX_LOOPS, math.ceil(EFFICIENCY_MIN_SAMPLE_S / per_call)))
+        return max(1, min(MAX_LOOPS, math.ceil(MEASUREMENT_MIN_SAMPLE_S / per_call)))
 
     def peak(self, spec: dict[str, Any], repeats: int) -> int:
         """Peak memory of single calls on fresh inputs (also the test's warm-up); taken before any
@@ -236,7 +236,7 @@ class ProgramSession(_Session):
         return event
 
     def time(self, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:
-        for _ in range(EFFICIENCY_WARMUP):
+        for _ in range(MEASUREMENT_WARMUP):
             self.run(spec)
         before = calibrate()
         runs = [self.run(spec) for _ in range(repeats)]
@@ -254,7 +254,7 @@ def time_program(job: Job, specs: list[dict[str, Any]], repeats: int, *, mode: s
     """Every test of ``job``'s program (a session job: no tests in it), one after another."""
     cpu = pick_cpu()
     job.cpu = cpu
-    with pinned(cpu), Child(job, mode=mode, fixed_layout=EFFICIENCY_FIXED_LAYOUT) as child:
+    with pinned(cpu), Child(job, mode=mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT) as child:
         loops = max(1, math.ceil(CALIBRATION_SAMPLE_S / max(calibration_sample(10), 1e-9)))
 
         def calibrate() -> float:
@@ -288,7 +288,7 @@ def time_program(job: Job, specs: list[dict[str, Any]], repeats: int, *, mode: s
         except Stopped as stop:
             child.kill()
             raise CorebenchError(
-                f"the efficiency phase stopped the program: {stop.detail}"
+                f"the measurement phase stopped the program: {stop.detail}"
             ) from None
         finally:
             child.finish(grace_s=0)

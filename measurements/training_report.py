@@ -1,6 +1,6 @@
 """Report a training run: its reward curve (plot) and pass@1 before vs after on held-out tasks.
 
-    python benchmarks/training_report.py CHECKPOINT_DIR BEFORE_RUN AFTER_RUN --plot docs/x.svg
+    python measurements/training_report.py CHECKPOINT_DIR BEFORE_RUN AFTER_RUN --plot docs/x.svg
 
 BEFORE_RUN and AFTER_RUN are `corebench run` directories of the base model and the trained
 checkpoint on the same tasks; pass@1 comes with 95 % bootstrap intervals over tasks, and the

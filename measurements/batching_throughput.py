@@ -2,7 +2,7 @@
 before (static batches through ``model.generate``, as corebench decoded until the decode engine
 came) and after (continuous batching, ``plugins/backends/engine.py``).
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/batching_throughput.py \
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/batching_throughput.py \
         [--tasks 20] [--skip-before]
 
 Prints:

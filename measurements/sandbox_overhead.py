@@ -1,7 +1,7 @@
 """What one program costs the sandbox before its own work: a trivial function judged on one test,
 many times over, one at a time; next to a bare ``python -c pass`` and a bare bubblewrap start.
 
-    .venv/bin/python benchmarks/sandbox_overhead.py [--programs 100]
+    .venv/bin/python measurements/sandbox_overhead.py [--programs 100]
 
 Prints the median and 90th percentile, in milliseconds, of the wall time per judged program.
 Works on any corebench version (it uses only ``Executor.evaluate``), so two checkouts can be

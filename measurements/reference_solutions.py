@@ -4,7 +4,7 @@ Prints, per benchmark: how many reference solutions pass their own hidden tests,
 and the wall time of the evaluation (reference outputs computed first, cold, then the references
 judged against them). Usage:
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/reference_solutions.py \
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/reference_solutions.py \
         [mbpp humaneval mbpp-original mbpp-original:train ...]
 
 ``NAME:SPLIT`` picks a split other than ``test``.

@@ -4,7 +4,7 @@ per solution of: wall time, CPU time, calibrated CPU time (scaled by the calibra
 harness times around each test), the runtime ratio against the reference (NET for one task), and
 peak memory.
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/efficiency_stability.py \
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/measurement_stability.py \
         [--tasks 30] [--evaluations 5] [--min-sample-s S] [--randomized-layout]
 
 --min-sample-s overrides how long one timed sample of a test lasts at least (fast tests are
@@ -20,7 +20,7 @@ import statistics
 import time
 
 from corebench.harness.config import DEFAULT_REPEATS, MEMORY_FLOOR_BYTES, data_dir_setting
-from corebench.harness.records import Efficiency
+from corebench.harness.records import Measurement
 from corebench.harness.registry import default_plugins
 from corebench.harness.sandbox import Executor
 from corebench.harness.sandbox import timing as timing_module
@@ -43,7 +43,7 @@ def cv(values: list[float]) -> float:
 async def main(tasks: int, evaluations: int) -> None:
     benchmark = default_plugins().benchmarks.get("mbpp").component(data_dir_setting())
     chosen = [t.task_id for t in benchmark.tasks()[:tasks]]
-    measured: dict[str, list[Efficiency]] = {t: [] for t in chosen}
+    measured: dict[str, list[Measurement]] = {t: [] for t in chosen}
     started = time.perf_counter()
     for _ in range(evaluations):
         executor = Executor()
@@ -53,8 +53,8 @@ async def main(tasks: int, evaluations: int) -> None:
             measured[task_id].append(e)
     print(
         f"{tasks} MBPP+ reference solutions x {evaluations} evaluations, {DEFAULT_REPEATS} repeats "
-        f"each, timed samples of at least {timing_module.EFFICIENCY_MIN_SAMPLE_S * 1e3:g} ms, "
-        f"address-space randomization {'off' if timing_module.EFFICIENCY_FIXED_LAYOUT else 'on'}"
+        f"each, timed samples of at least {timing_module.MEASUREMENT_MIN_SAMPLE_S * 1e3:g} ms, "
+        f"address-space randomization {'off' if timing_module.MEASUREMENT_FIXED_LAYOUT else 'on'}"
         f" ({time.perf_counter() - started:.0f} s)"
     )
     for name, figure in FIGURES.items():
@@ -91,7 +91,7 @@ if __name__ == "__main__":
     parser.add_argument("--randomized-layout", action="store_true")
     args = parser.parse_args()
     if args.min_sample_s is not None:
-        timing_module.EFFICIENCY_MIN_SAMPLE_S = args.min_sample_s
+        timing_module.MEASUREMENT_MIN_SAMPLE_S = args.min_sample_s
     if args.randomized_layout:
-        timing_module.EFFICIENCY_FIXED_LAYOUT = False
+        timing_module.MEASUREMENT_FIXED_LAYOUT = False
     asyncio.run(main(args.tasks, args.evaluations))

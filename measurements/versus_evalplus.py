@@ -7,9 +7,9 @@ base+extra verdicts, listing every disagreement. Without --samples, the benchmar
 solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
 their reference solution as a filler, which is judged but left out of the agreement.
 
-    COREBENCH_DATA_DIR=../shared/data .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp
-    .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp --samples samples.jsonl
-    .venv/bin/python benchmarks/versus_evalplus.py --bench mbpp --from-run runs/A --from-run runs/B
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/versus_evalplus.py --bench mbpp
+    .venv/bin/python measurements/versus_evalplus.py --bench mbpp --samples samples.jsonl
+    .venv/bin/python measurements/versus_evalplus.py --bench mbpp --from-run runs/A --from-run runs/B
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""Judging and recording: the one path from a solution to a stored, judged sample, shared by
+`corebench run` (solutions from a system), `corebench evaluate` (solutions from a samples file)
+and studies.
+
+A ``Recorder`` opens a run directory (or continues the run already there, refusing other data or
+weights), judges each solution in the sandbox and stores solution and result as soon as each
+exists, then runs the measurement phase: each passing solution timed on its own, never beside
+other sandbox work, next to its reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .benchmark import Benchmark
+from .errors import CorebenchError
+from .metadata import environment_metadata, provenance_changes
+from .records import ExecutionResult, RunConfig, Solution, Verdict
+from .sandbox import Executor
+from .store import Store
+from .testsuite import FunctionalSuite
+
+OnSample = Callable[[Solution, ExecutionResult], None]
+
+
+def refuse_changed(store: Store, changes: list[str]) -> None:
+    """A run continues only with the data and weights it started with: samples made with other
+    ones would be silently mixed into it."""
+    if changes:
+        raise CorebenchError(
+            f"{store.run_dir} was made with other inputs: {'; '.join(changes)}; "
+            "choose another --out (nothing was changed there)"
+        )
+
+
+class Recorder:
+    """One run directory's store, its benchmark and a sandbox executor.
+
+    The executor is made first: without bubblewrap (and no explicit ``unsafe``) nothing is
+    written. ``metadata`` adds to what every run records (environment, dataset, isolation).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        benchmark: Benchmark,
+        config: RunConfig,
+        metadata: dict[str, Any] | None = None,
+        *,
+        isolation: str | None = None,
+        on_sample: OnSample | None = None,
+    ):
+        self.executor = Executor(isolation=isolation)
+        self.benchmark = benchmark
+        self.on_sample = on_sample
+        self._suites: dict[str, FunctionalSuite] = {}
+        self.store = Store(run_dir)
+        try:
+            dataset = benchmark.dataset_info()
+            self.store.open_run(
+                config, {**environment_metadata(), "dataset": dataset, **(metadata or {})}
+            )
+            refuse_changed(self.store, provenance_changes(self.store.metadata(), dataset))
+            self.store.update_metadata(
+                isolation=self.executor.mode, memory_limit_bytes=self.executor.memory_bytes
+            )
+        except BaseException:
+            self.store.close()
+            raise
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def suite(self, task_id: str) -> FunctionalSuite:
+        """A task's hidden tests, built once per recorder (the oracle keys its cache by them)."""
+        if task_id not in self._suites:
+            self._suites[task_id] = self.benchmark.test_suite(task_id)
+        return self._suites[task_id]
+
+    def pending(self, keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The (task, sample) keys without a stored result, in the given order."""
+        done = self.store.finished()
+        return [key for key in keys if key not in done]
+
+    async def judge(self, solution: Solution) -> ExecutionResult:
+        """Store ``solution``, judge it on its task's hidden tests, store the result."""
+        self.store.save_solution(solution)
+        suite = self.suite(solution.task_id)
+        if not solution.code.strip():
+            result = ExecutionResult(
+                task_id=solution.task_id,
+                sample_index=solution.sample_index,
+                verdict=Verdict.no_code,
+                suite_verdicts={name: Verdict.no_code for name in suite.inputs},
+                first_failure=solution.error,
+            )
+        else:
+            result = await self.executor.evaluate(
+                solution.task_id, solution.sample_index, solution.code, suite
+            )
+        self.store.save_result(result)
+        if self.on_sample:
+            self.on_sample(solution, result)
+        return result
+
+    async def judge_all(self, solutions: list[Solution]) -> None:
+        """Judge solutions that exist up front, slowest reference first: a slow task started last
+        would run alone at the end while the other workers idle (MBPP+'s Mbpp/599 takes 40 s of
+        a 90 s evaluation)."""
+        tasks = list(dict.fromkeys(s.task_id for s in solutions))
+        references = await asyncio.gather(
+            *(self.executor.reference(t, self.suite(t)) for t in tasks)
+        )
+        cost = {
+            task_id: sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
+            for task_id, reference in zip(tasks, references, strict=True)
+        }
+        ordered = sorted(solutions, key=lambda s: cost[s.task_id], reverse=True)
+        await asyncio.gather(*(self.judge(s) for s in ordered))
+
+    async def measure(self, repeats: int) -> int:
+        """The measurement phase, after every sample has its verdict: each passing sample without
+        a measurement is timed ``repeats`` times per test (resumable like the rest); returns how
+        many were measured. ``repeats`` 0: no measurement phase."""
+        if repeats <= 0:
+            return 0
+        self.store.update_metadata(measurement_repeats=repeats)
+        measured = 0
+        for solution, result in list(self.store.samples()):
+            if not result.passed or result.measurement is not None:
+                continue
+            suite = self.suite(solution.task_id)
+            if not suite.reference_code:  # nothing to normalise against (e.g. LiveCodeBench)
+                continue
+            try:
+                result.measurement = await self.executor.measure(
+                    solution.task_id, solution.code, suite, repeats
+                )
+            except CorebenchError as exc:  # e.g. a flaky program: keep its verdict, no timing
+                warnings.warn(
+                    f"{solution.task_id}#{solution.sample_index}: not measured: {exc}", stacklevel=2
+                )
+                continue
+            self.store.save_result(result)
+            measured += 1
+        return measured
