@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -34,6 +35,11 @@ class Backend(ABC):
 
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load weights or check the connection, so that errors surface before a run starts."""
+
+    def local_weights(self) -> Path | None:
+        """The local checkpoint folder the weights load from, after ``load`` (None: a remote or
+        not file-based model). Training starts from it."""
+        return None
 
     def identity(self) -> dict[str, Any]:
         """Model identity for run metadata (path, file hashes, manifest)."""

@@ -91,9 +91,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def schema_version(db: sqlite3.Connection) -> int:
     version = db.execute("PRAGMA user_version").fetchone()[0]
-    if version == 0 and db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run'"
-    ).fetchone():
+    if (
+        version == 0
+        and db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run'"
+        ).fetchone()
+    ):
         return 1  # stored before schema versions were recorded
     return version
 

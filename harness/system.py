@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import options as opts
+from .errors import CorebenchError
 
 if TYPE_CHECKING:
     from .context import SolveContext
@@ -32,6 +33,14 @@ class System(ABC):
     @abstractmethod
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         """Return the final program for ``task``."""
+
+    @classmethod
+    def role_prompt(cls, role: str, task: Task, **context: str) -> str:
+        """The prompt ``role`` is given for ``task``: what training optimises for this system, so
+        that a trained checkpoint is evaluated with what it learned. ``context`` is what the role
+        sees besides the task (CoRe-Code's coder: ``plan``; helper-main's later turns: both
+        codes and ``feedback``). Systems that training serves override it."""
+        raise CorebenchError(f"system {cls.name!r} does not say its prompts (role_prompt)")
 
     @classmethod
     def plan_text(cls, artifacts: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import pickle
+import re
 import subprocess
 import sys
 import zlib
@@ -156,6 +157,24 @@ def test_missing_files_are_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DatasetMissingError, match="offline and no data folder given"):
         bench("codecontests", None).tasks()
+    # every built-in benchmark follows the same rules, with the same message
+    for name, file in [
+        ("mbpp", "MbppPlus-v0.2.0.jsonl.gz"),
+        ("humaneval", "HumanEvalPlus-v0.1.10.jsonl.gz"),
+        ("mbpp-original", "mbpp.jsonl.gz"),
+        ("apps", "apps/test.jsonl"),
+    ]:
+        with pytest.raises(
+            DatasetMissingError, match=rf": {re.escape(file)}.* not found in {tmp_path}"
+        ):
+            bench(name, tmp_path).tasks()
+        with pytest.raises(
+            DatasetMissingError, match=rf"offline and no data folder given; {re.escape(file)} is"
+        ):
+            bench(name, None).tasks()
+    (tmp_path / "mbpp.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(DatasetMissingError, match=r"original MBPP: cannot read .*mbpp.jsonl.gz"):
+        bench("mbpp-original", tmp_path).tasks()
 
 
 def test_mbpp_original_splits_references_and_hidden_asserts(data_dir):

@@ -53,9 +53,7 @@ def old_run(run_dir, isolation: str = "rlimits") -> None:
             ),
         )
         db.execute("INSERT INTO solutions VALUES ('Mbpp/2', 0, ?)", (solution.model_dump_json(),))
-        db.execute(
-            "INSERT INTO results VALUES ('Mbpp/2', 0, 'passed', ?)", (json.dumps(stored),)
-        )
+        db.execute("INSERT INTO results VALUES ('Mbpp/2', 0, 'passed', ?)", (json.dumps(stored),))
 
 
 def user_version(run_dir) -> int:

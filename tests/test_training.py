@@ -115,7 +115,7 @@ def test_rewards_come_from_the_sandbox(tmp_path):
 
 
 def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
-    from corebench.plugins.systems.helper_main import combine
+    from corebench.plugins.systems.helper_main import HelperMain
 
     helper = "def aux(x):\n    return x + x\n"
     mains = {
@@ -127,7 +127,7 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
         "wrong": "def double(x):\n    return aux(x) + 1\n",
     }
     task = train_task("double", TESTS)
-    programs = {name: combine(helper, main) for name, main in mains.items()}
+    programs = {name: HelperMain.program(helper, main) for name, main in mains.items()}
     runs = dict(zip(programs, run_tests([(p, task) for p in programs.values()]), strict=True))
     authors = {
         name: authors_pair_reward(pair_shape(helper, mains[name], "double"), code, runs[name])

@@ -23,8 +23,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from corebench.plugins.systems.corecode.outline import parse_plan
-
 from .data import TrainTask, load_train_data
 from .grpo import RewardFn, code_reward, judge, run_grpo
 from .manifest import write_manifest
@@ -32,6 +30,7 @@ from .models import FrozenModel, local_checkpoint
 from .plans import coder_prompt, planner_prompt
 from .rewards import memory_score, speed_score
 from .settings import EVALUATE_WITH, TrainSettings
+from .systems import system
 
 
 def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
@@ -42,7 +41,8 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
         )
         codes = [t.code_from(a) for a, t in zip(answers, tasks, strict=True)]
         runs, bonus = judge(codes, tasks, speed_score, settings.efficiency_weight)
-        quality = [settings.plan_quality_weight * parse_plan(p).quality for p in texts]
+        outline = system(EVALUATE_WITH["corecode"]).outline
+        quality = [settings.plan_quality_weight * outline(p).quality for p in texts]
         return [r.pass_rate + b + q for r, b, q in zip(runs, bonus, quality, strict=True)]
 
     return reward

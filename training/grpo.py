@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corebench.harness.prompts import render
 from corebench.harness.records import Measurement
 
 from .data import TrainData, TrainTask, load_train_data
@@ -20,6 +19,7 @@ from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .rewards import RewardLog, TestRun, execution_reward, measure_passing, run_tests
 from .settings import EVALUATE_WITH, TrainSettings
+from .systems import system
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
@@ -143,16 +143,10 @@ def run_grpo(
     return final, log.curve(), int(trainer.state.global_step)
 
 
-def code_rows(data: TrainData, template: tuple[str, str]) -> list[dict[str, Any]]:
-    """One row per training task, the prompt rendered from a system's template."""
-    package, name = template
-    return [
-        {
-            "prompt": render(package, name, prompt=t.task.prompt, entry_point=t.task.entry_point),
-            "task": t,
-        }
-        for t in data.tasks
-    ]
+def code_rows(data: TrainData, system_name: str) -> list[dict[str, Any]]:
+    """One row per training task, the prompt the system gives its one role."""
+    prompt = system(system_name).role_prompt
+    return [{"prompt": prompt("model", t.task), "task": t} for t in data.tasks]
 
 
 def judge(
@@ -199,14 +193,9 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
+        coder_prompt = system("corecode").role_prompt
         prompts = [
-            render(
-                "corebench.plugins.systems.corecode",
-                "coder.txt",
-                prompt=t.task.prompt,
-                entry_point=t.task.entry_point,
-                plan=plan_part(x) or "(no plan)",
-            )
+            coder_prompt("coder", t.task, plan=plan_part(x) or "(no plan)")
             for x, t in zip(texts, tasks, strict=True)
         ]
         codes = [t.code_from(a) for a, t in zip(coder.answer(prompts), tasks, strict=True)]
@@ -219,10 +208,6 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
     return reward
 
 
-DIRECT = ("corebench.plugins.systems.direct", "prompt.txt")
-COT = ("corebench.plugins.systems.cot", "one_call.txt")
-
-
 def train_grpo(settings: TrainSettings) -> dict[str, Path]:
     """``grpo`` (system ``direct``) or ``pta`` (system ``cot``): one checkpoint, role ``model``."""
     data = load_train_data(settings)
@@ -231,9 +216,10 @@ def train_grpo(settings: TrainSettings) -> dict[str, Path]:
     coder = None
     if settings.method == "pta":
         coder = FrozenModel(base, settings.max_completion_length)
-        rows, reward = code_rows(data, COT), pta_reward(settings, coder)
+        reward = pta_reward(settings, coder)
     else:
-        rows, reward = code_rows(data, DIRECT), code_reward(settings)
+        reward = code_reward(settings)
+    rows = code_rows(data, EVALUATE_WITH[settings.method])
     try:
         final, curve, steps = run_grpo(settings, model_path=base, rows=rows, reward=reward, out=out)
     finally:

@@ -14,12 +14,6 @@ from typing import Any
 
 from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import extract_code
-from corebench.plugins.systems.helper_main import (
-    combine,
-    feedback_prompts,
-    helper_prompt,
-    main_prompt,
-)
 
 from .data import load_train_data
 from .manifest import write_manifest
@@ -33,8 +27,14 @@ from .rewards import (
     run_tests,
 )
 from .settings import EVALUATE_WITH, TrainSettings
+from .systems import system
 
 ROLES = ("helper", "main")
+
+
+def pair_system() -> Any:
+    """``helper-main``: the pair is trained on its prompts and judged on its program."""
+    return system(EVALUATE_WITH["magrpo"])
 
 
 def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
@@ -60,7 +60,9 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
             [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
         )
 
-    replaced_pad = pad_outside_prompts(tokenizer, chat(main_prompt(tasks[0].task)))
+    replaced_pad = pad_outside_prompts(
+        tokenizer, chat(pair_system().role_prompt("main", tasks[0].task))
+    )
 
     # comlrl takes one dataset item per step; cycle through the tasks for `steps` steps
     # ("prompt" names the task: comlrl hands it to the transition between turns)
@@ -75,7 +77,10 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         task = tasks[batch_items[0]["idx"]]
         helpers = [extract_code(text, None).code for text in helper]
         mains = [task.code_from(text) for text in main]
-        values = [combine(h, m) if m.strip() else "" for h, m in zip(helpers, mains, strict=True)]
+        values = [
+            pair_system().program(h, m) if m.strip() else ""
+            for h, m in zip(helpers, mains, strict=True)
+        ]
         runs = run_tests([(code, task) for code in values])
         if settings.pair_reward == "simple":
             rewards = [
@@ -98,8 +103,11 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         task = tasks[int(prompt)]
         helper_code = extract_code(agent_completions[0], None).code
         main_code = task.code_from(agent_completions[1])
-        [(_, feedback)] = example_feedback([(combine(helper_code, main_code), task.task)])
-        return feedback_prompts(task.task, helper_code, main_code, feedback)
+        [(_, feedback)] = example_feedback(
+            [(pair_system().program(helper_code, main_code), task.task)]
+        )
+        seen = {"helper_code": helper_code, "main_code": main_code, "feedback": feedback}
+        return [pair_system().role_prompt(role, task.task, **seen) for role in ROLES]
 
     agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
     trainer = MAGRPOTrainer(
@@ -110,10 +118,10 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         reward_func=reward,
         formatters=[
             lambda item, external_prompts=None: chat(
-                external_prompts or helper_prompt(tasks[item["idx"]].task)
+                external_prompts or pair_system().role_prompt("helper", tasks[item["idx"]].task)
             ),
             lambda item, external_prompts=None: chat(
-                external_prompts or main_prompt(tasks[item["idx"]].task)
+                external_prompts or pair_system().role_prompt("main", tasks[item["idx"]].task)
             ),
         ],
         external_transition=transition if settings.turns > 1 else None,

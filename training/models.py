@@ -7,19 +7,20 @@ from pathlib import Path
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import GenerationRequest, Message
 from corebench.harness.runner import single_backend
-from corebench.plugins.backends.transformers_backend import TransformersBackend
 
 
 def local_checkpoint(spec: str) -> Path:
     """A local Hugging Face checkpoint for a model spec (``embedded`` is converted once)."""
     backend = single_backend(spec)
-    if not isinstance(backend, TransformersBackend):
+    if backend.name not in ("embedded", "hf"):
         raise CorebenchError(
             f"training needs local weights (embedded or hf:PATH), not {spec!r} ({backend.name})"
         )
     backend.load()  # converts the embedded GGUF on first use
-    path = Path(backend.path)
+    path = backend.local_weights()
     backend.close()
+    if path is None:
+        raise CorebenchError(f"training needs local weights; {spec!r} loads from elsewhere")
     return path
 
 
@@ -27,7 +28,7 @@ class FrozenModel:
     """Greedy generation from a fixed checkpoint, batched: a partner that is not being trained."""
 
     def __init__(self, path: Path, max_new_tokens: int):
-        self.backend = TransformersBackend(str(path), dtype="float32")
+        self.backend = single_backend(f"hf:{path}?dtype=float32")  # batched: generate_batch
         self.max_new_tokens = max_new_tokens
 
     def answer(self, prompts: list[str]) -> list[str]:

@@ -7,22 +7,20 @@ from __future__ import annotations
 import ast
 import asyncio
 
-from corebench.harness.prompts import render
 from corebench.harness.records import GenerationRequest, Message
 from corebench.harness.runner import single_backend
 
 from .data import TrainTask
-
-PLANNER = ("corebench.plugins.systems.corecode", "planner.txt")
-CODER = ("corebench.plugins.systems.corecode", "coder.txt")
+from .systems import system
 
 
 def planner_prompt(task: TrainTask) -> str:
-    return render(*PLANNER, prompt=task.task.prompt, entry_point=task.task.entry_point, similar="")
+    """CoRe-Code's planner prompt (no recalled problems), as the system gives it."""
+    return system("corecode").role_prompt("planner", task.task)
 
 
 def coder_prompt(task: TrainTask, plan: str) -> str:
-    return render(*CODER, prompt=task.task.prompt, entry_point=task.task.entry_point, plan=plan)
+    return system("corecode").role_prompt("coder", task.task, plan=plan)
 
 
 def _phrase(node: ast.stmt) -> str:

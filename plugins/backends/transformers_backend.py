@@ -79,6 +79,10 @@ class TransformersBackend(Backend):
         if looks_local and not Path(self.path).expanduser().is_dir():
             raise CorebenchError(f"model path {self.path!r} does not exist or is not a directory")
 
+    def local_weights(self) -> Path | None:
+        local = Path(self.path).expanduser()
+        return local if local.is_dir() else None
+
     def load(self) -> None:
         """Load tokenizer and weights (idempotent)."""
         if self._model is not None:

@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
-from corebench.harness.config import ENV_DATA_DIR, offline
 from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
 from corebench.harness.examples import docstring_examples
+from corebench.harness.metadata import file_fingerprint
 from corebench.plugins.benchmarks.evalplus_oracles import EvalPlusComparator
 from corebench.plugins.benchmarks.mbpp_original import MbppProblem, load_mbpp
+from corebench.plugins.benchmarks.sources import DataFile, read_jsonl, unreadable
 
 _ASSERT_LINE = re.compile(r"^\s*assert .+$", re.MULTILINE)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 class EvalPlusBenchmark(Benchmark):
@@ -47,41 +31,25 @@ class EvalPlusBenchmark(Benchmark):
 
     @cached_property
     def path(self) -> Path:
-        if self.data_dir is not None:
-            for candidate in (
-                self.data_dir / self.file_name,
-                self.data_dir / self.file_name.removesuffix(".gz"),
-            ):
-                if candidate.exists():
-                    return candidate
-            raise DatasetMissingError(
-                f"{self.name}: {self.file_name} not found in {self.data_dir} (the data folder from "
-                f"--data-dir or ${ENV_DATA_DIR}); put the EvalPlus release file there"
-            )
-        if offline():
-            raise DatasetMissingError(
-                f"{self.name}: offline and no data folder given; put {self.file_name} in a folder and "
-                f"pass --data-dir or set ${ENV_DATA_DIR}"
-            )
-        try:
-            return Path(self._download())
-        except Exception as exc:
-            raise DatasetMissingError(
-                f"{self.name}: could not download {self.file_name} ({type(exc).__name__}: {exc}); put it in "
-                f"a folder and pass --data-dir or set ${ENV_DATA_DIR}"
-            ) from exc
+        source = DataFile(
+            self.name,
+            (self.file_name, self.file_name.removesuffix(".gz")),
+            f"the EvalPlus {self.version} release (evalplus on PyPI downloads it when online)",
+            fetch=self._download,
+        )
+        return Path(source.locate(self.data_dir)[0])
 
     @cached_property
     def problems(self) -> dict[str, dict[str, Any]]:
         try:
             rows = read_jsonl(self.path)
         except (OSError, ValueError, EOFError) as exc:
-            raise DatasetMissingError(f"{self.name}: cannot read {self.path}: {exc}") from exc
+            raise unreadable(self.name, self.path, exc) from exc
         return {row["task_id"]: row for row in rows}
 
     @cached_property
     def fingerprint(self) -> str:
-        return sha256_file(self.path)
+        return file_fingerprint(self.path)
 
     def dataset_info(self) -> dict[str, Any]:
         return {

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corebench.harness.config import ENV_DATA_DIR, offline
-from corebench.harness.errors import DatasetMissingError
 from corebench.harness.metadata import file_fingerprint
+from corebench.plugins.benchmarks.sources import DataFile, unreadable
 
 LOCAL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
 
@@ -25,12 +24,13 @@ class HubDataset:
     repo: str
     hub_files: dict[str, str]  # file stem -> path inside the Hub repository
 
-    def local_path(self, data_dir: Path, stem: str) -> Path | None:
-        for suffix in LOCAL_SUFFIXES:
-            path = data_dir / self.folder / f"{stem}{suffix}"
-            if path.exists():
-                return path
-        return None
+    def file(self, stem: str) -> DataFile:
+        return DataFile(
+            self.benchmark,
+            tuple(f"{self.folder}/{stem}{suffix}" for suffix in LOCAL_SUFFIXES),
+            f"https://huggingface.co/datasets/{self.repo}",
+            fetch=lambda: f"hf://datasets/{self.repo}/{self.hub_files[stem]}",
+        )
 
     def load(self, data_dir: Path | None, stems: list[str]) -> tuple[list[dict[str, Any]], dict]:
         """All rows of the files ``stems`` and a description of where they came from."""
@@ -38,31 +38,14 @@ class HubDataset:
 
         disable_progress_bars()  # a run has its own progress display
 
+        located = [self.file(stem).locate(data_dir) for stem in stems]
+        files = [str(where) for where, _ in located]
+        info: dict[str, Any] = {"source": files}
         if data_dir is not None:
-            paths = [self.local_path(data_dir, stem) for stem in stems]
-            missing = [stem for stem, path in zip(stems, paths, strict=True) if path is None]
-            if missing:
-                raise DatasetMissingError(
-                    f"{self.benchmark}: {self.folder}/{missing[0]}.jsonl (or .jsonl.gz, .json, "
-                    f".parquet) not found in {data_dir} (the data folder from --data-dir or "
-                    f"${ENV_DATA_DIR}); download it from https://huggingface.co/datasets/{self.repo}"
-                )
-            files = [str(p) for p in paths if p is not None]
-            info = {"source": files, "sha256": [file_fingerprint(p) for p in files]}
-        elif offline():
-            raise DatasetMissingError(
-                f"{self.benchmark}: offline and no data folder given; put "
-                f"{self.folder}/{stems[0]}.jsonl in a folder and pass --data-dir or set "
-                f"${ENV_DATA_DIR}"
-            )
-        else:
-            files = [f"hf://datasets/{self.repo}/{self.hub_files[stem]}" for stem in stems]
-            info = {"source": files}
+            info["sha256"] = [file_fingerprint(p) for p in files]
         builder = "parquet" if files[0].endswith(".parquet") else "json"
         try:
             dataset = load_dataset(builder, data_files=files, split="train")
         except Exception as exc:  # network, schema or file errors: one line, with the cause
-            raise DatasetMissingError(
-                f"{self.benchmark}: cannot load {files[0]}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise unreadable(self.benchmark, files[0], exc) from exc
         return list(dataset), {"name": self.benchmark, "repo": self.repo, **info}

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
-from corebench.harness.config import ENV_DATA_DIR, offline
-from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
+from corebench.harness.errors import CorebenchError, UnknownNameError
 from corebench.harness.metadata import file_fingerprint
 from corebench.harness.testsuite import assert_suite
+from corebench.plugins.benchmarks.sources import DataFile, read_jsonl, unreadable
 
 FILE_NAME = "mbpp.jsonl.gz"
 HUB_ID = "google-research-datasets/mbpp"
@@ -71,19 +71,17 @@ def _rows_from_hub() -> list[dict[str, Any]]:
 
 def load_mbpp(data_dir: Path | None) -> list[MbppProblem]:
     """All 974 problems, ordered by task id."""
-    from corebench.plugins.benchmarks.evalplus_tasks import read_jsonl
-
-    path = data_dir / FILE_NAME if data_dir is not None else None
-    if path is not None and path.exists():
-        rows = read_jsonl(path)
-    elif path is not None or offline():
-        where = f"in {data_dir}" if data_dir else "(offline, no data folder given)"
-        raise DatasetMissingError(
-            f"original MBPP: {FILE_NAME} not found {where}; put it in the data folder "
-            f"(--data-dir or ${ENV_DATA_DIR})"
-        )
+    source = DataFile(
+        "original MBPP", (FILE_NAME,), f"https://huggingface.co/datasets/{HUB_ID}", _rows_from_hub
+    )
+    found, local = source.locate(data_dir)
+    if local:
+        try:
+            rows = read_jsonl(found)
+        except (OSError, ValueError, EOFError) as exc:
+            raise unreadable("original MBPP", found, exc) from exc
     else:
-        rows = _rows_from_hub()
+        rows = found
     problems = [
         MbppProblem(
             task_id=int(row["task_id"]),

@@ -16,7 +16,7 @@ from pydantic import Field
 from corebench.harness import SolveContext, System, Task, hookimpl
 from corebench.harness.prompts import render
 from corebench.plugins.systems.agents import debug, recall
-from corebench.plugins.systems.corecode.outline import parse_plan
+from corebench.plugins.systems.corecode.outline import Outline, parse_plan
 
 # the plan ends with its outline's last line ("Complexity: ..."): nothing after it is read
 OUTLINE_END = r"(?im)^[^\w\n]*complexity[^\w\n]*\w[^\n]*\n"
@@ -38,14 +38,13 @@ class CoReCode(System):
         )
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
-        fields = {"prompt": task.prompt, "entry_point": task.entry_point}
         similar = ""
         if self.options.retrieval:
             recalled = await recall(ctx, "planner", self.options.retrieval_k)
             similar = f"Similar problems you know:\n{recalled.as_text()}\n\n"
         plan = await ctx.generate(
             "planner",
-            render(__name__, "planner.txt", similar=similar, **fields),
+            self.role_prompt("planner", task, similar=similar),
             max_new_tokens=self.options.plan_max_new_tokens,
             stop_pattern=OUTLINE_END,
         )
@@ -54,7 +53,7 @@ class CoReCode(System):
         ctx.note("plan_outline", parse_plan(plan).as_artifact())  # its sections, and any code
         code = await ctx.write_code(
             "coder",
-            render(__name__, "coder.txt", plan=plan, **fields),
+            self.role_prompt("coder", task, plan=plan),
             max_new_tokens=self.options.code_max_new_tokens,
         )
         if self.options.debug_rounds:
@@ -62,6 +61,21 @@ class CoReCode(System):
                 ctx, code, role="coder", rounds=self.options.debug_rounds, plan=plan
             )
         return code
+
+    @classmethod
+    def role_prompt(cls, role: str, task: Task, **context: str) -> str:
+        """The planner's prompt (``similar``: recalled problems, or none) or the coder's
+        (``plan``: the plan it implements)."""
+        fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+        if role == "planner":
+            return render(__name__, "planner.txt", similar=context.get("similar", ""), **fields)
+        return render(__name__, "coder.txt", plan=context["plan"], **fields)
+
+    @staticmethod
+    def outline(plan: str) -> Outline:
+        """What the outline parser finds in a plan: its sections, any code, a quality in [0, 1]
+        (the planner reward's ``plan_quality_weight`` term)."""
+        return parse_plan(plan)
 
     @classmethod
     def plan_text(cls, artifacts: dict) -> str | None:

@@ -24,13 +24,19 @@ class ChainOfThought(System):
     async def solve(self, task: Task, ctx: SolveContext) -> str:
         fields = {"prompt": task.prompt, "entry_point": task.entry_point}
         if not self.options.two_calls:
-            answer = await ctx.generate("model", render(__name__, "one_call.txt", **fields))
+            answer = await ctx.generate("model", self.role_prompt("model", task))
             return ctx.code_from(answer)
         reasoning = await ctx.generate("model", render(__name__, "reason.txt", **fields))
         ctx.note("reasoning", reasoning.strip())
         return await ctx.write_code(
             "model", render(__name__, "code.txt", reasoning=reasoning.strip(), **fields)
         )
+
+    @classmethod
+    def role_prompt(cls, role: str, task: Task, **context: str) -> str:
+        """The one-call prompt (reasoning, then code): what plan-then-act training optimises."""
+        fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+        return render(__name__, "one_call.txt", **fields)
 
 
 @hookimpl

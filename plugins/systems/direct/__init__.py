@@ -11,10 +11,11 @@ class Direct(System):
     description = "single model, one call: the task prompt in, code out"
 
     async def solve(self, task: Task, ctx: SolveContext) -> str:
-        return await ctx.write_code(
-            "model",
-            render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point),
-        )
+        return await ctx.write_code("model", self.role_prompt("model", task))
+
+    @classmethod
+    def role_prompt(cls, role: str, task: Task, **context: str) -> str:
+        return render(__name__, "prompt.txt", prompt=task.prompt, entry_point=task.entry_point)
 
 
 @hookimpl

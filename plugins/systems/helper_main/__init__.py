@@ -17,41 +17,6 @@ from corebench.harness.prompts import render
 HELPER_NAME = "aux"
 
 
-def helper_prompt(task: Task) -> str:
-    return render(__name__, "helper.txt", prompt=task.prompt, entry_point=task.entry_point)
-
-
-def main_prompt(task: Task, helper_code: str | None = None) -> str:
-    """The main agent's prompt; with ``helper_code`` (sequential mode) it shows the helper."""
-    fields = {"prompt": task.prompt, "entry_point": task.entry_point}
-    if helper_code is None:
-        return render(__name__, "main.txt", **fields)
-    helpers = helper_code.strip() or "# (the helper wrote no functions)"
-    return render(__name__, "main_sees_helper.txt", helpers=helpers, **fields)
-
-
-def feedback_prompts(task: Task, helper_code: str, main_code: str, feedback: str) -> list[str]:
-    """The next turn's prompts, helper's then main's: each agent sees its own last code, the
-    helper also its partner's, and the pair's results on the visible examples (as MAGRPO's
-    multi-turn training shows them between turns)."""
-    fields = {
-        "prompt": task.prompt,
-        "entry_point": task.entry_point,
-        "helper_code": helper_code.strip() or "# (no code)",
-        "main_code": main_code.strip() or "# (no code)",
-        "feedback": feedback,
-    }
-    return [
-        render(__name__, "helper_feedback.txt", **fields),
-        render(__name__, "main_feedback.txt", **fields),
-    ]
-
-
-def combine(helper_code: str, main_code: str) -> str:
-    """The pair's program: the helper's functions, then the main function."""
-    return "\n\n".join(part.strip() for part in (helper_code, main_code) if part.strip()) + "\n"
-
-
 class HelperMain(System):
     name = "helper-main"
     description = "MAGRPO pair: a helper writes `aux`, the main agent the entry point calling it"
@@ -70,22 +35,29 @@ class HelperMain(System):
             raise CorebenchError(
                 f"helper-main needs a function task; {task.task_id} is a stdin/stdout program"
             )
-        helper_code = await ctx.write_code("helper", helper_prompt(task), entry_point=False)
-        shown = helper_code if self.options.sequential else None
-        main_code = await ctx.write_code("main", main_prompt(task, shown))
+        helper_code = await ctx.write_code(
+            "helper", self.role_prompt("helper", task), entry_point=False
+        )
+        shown = {"helper_code": helper_code} if self.options.sequential else {}
+        main_code = await ctx.write_code("main", self.role_prompt("main", task, **shown))
         turns = [{"helper_code": helper_code, "main_code": main_code}]
         for _ in range(1, self.options.turns):
             if not ctx.examples or ctx.calls_left < 2:
                 break
-            check = await ctx.run_examples(combine(helper_code, main_code))
+            check = await ctx.run_examples(self.program(helper_code, main_code))
             turns[-1]["passed_examples"] = check.passed
             if check.passed:
                 break
-            prompts = feedback_prompts(task, helper_code, main_code, check.feedback)
+            seen = {"helper_code": helper_code, "main_code": main_code, "feedback": check.feedback}
             helper_code = (
-                await ctx.write_code("helper", prompts[0], entry_point=False) or helper_code
+                await ctx.write_code(
+                    "helper", self.role_prompt("helper", task, **seen), entry_point=False
+                )
+                or helper_code
             )
-            main_code = await ctx.write_code("main", prompts[1]) or main_code
+            main_code = (
+                await ctx.write_code("main", self.role_prompt("main", task, **seen)) or main_code
+            )
             turns.append({"helper_code": helper_code, "main_code": main_code})
         ctx.note("helper_code", helper_code)
         ctx.note("main_code", main_code)
@@ -93,7 +65,35 @@ class HelperMain(System):
             ctx.note("turns", turns)
         if not main_code.strip():
             return ""
-        return combine(helper_code, main_code)
+        return self.program(helper_code, main_code)
+
+    @classmethod
+    def role_prompt(cls, role: str, task: Task, **context: str) -> str:
+        """The helper's or the main agent's prompt. With ``feedback`` (a later turn): each agent
+        sees its own last code, the helper also its partner's, and the pair's results on the
+        visible examples, as MAGRPO's multi-turn training shows them between turns. Else, with
+        ``helper_code`` (sequential mode), the main agent sees the helper's code."""
+        fields = {"prompt": task.prompt, "entry_point": task.entry_point}
+        if "feedback" in context:
+            return render(
+                __name__,
+                f"{role}_feedback.txt",
+                helper_code=context["helper_code"].strip() or "# (no code)",
+                main_code=context["main_code"].strip() or "# (no code)",
+                feedback=context["feedback"],
+                **fields,
+            )
+        if role == "helper":
+            return render(__name__, "helper.txt", **fields)
+        if "helper_code" not in context:
+            return render(__name__, "main.txt", **fields)
+        helpers = context["helper_code"].strip() or "# (the helper wrote no functions)"
+        return render(__name__, "main_sees_helper.txt", helpers=helpers, **fields)
+
+    @staticmethod
+    def program(helper_code: str, main_code: str) -> str:
+        """The pair's program: the helper's functions, then the main function."""
+        return "\n\n".join(p.strip() for p in (helper_code, main_code) if p.strip()) + "\n"
 
 
 @hookimpl
