@@ -163,22 +163,49 @@ def test_a_plugin_adds_its_own_command_as_train_and_leaderboard_do(tmp_path):
     assert said.returncode == 0 and said.stdout == "hello world\n"
 
 
-def test_the_core_imports_nothing_above_it():
-    # harness/ is the core: training, leaderboards and the built-in plugins build on it
+def absolute_imports(folder: str) -> list[tuple[str, str]]:
+    """(file, module) for every absolute import in a top-level folder of the repository."""
     import ast
 
-    root = Path(__file__).resolve().parents[1] / "harness"
-    above = ("corebench.training", "corebench.leaderboards", "corebench.plugins")
+    root = Path(__file__).resolve().parents[1] / folder
     found = []
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = []
             if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
+                found += [(path.name, a.name) for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            found += [(path.name, n) for n in names if n.startswith(above)]
-    assert found == []
+                found += [(path.name, node.module)]
+    return found
+
+
+def test_the_core_imports_nothing_above_it():
+    # harness/ is the core: training, leaderboards and the built-in plugins build on it
+    above = ("corebench.training", "corebench.leaderboards", "corebench.plugins")
+    assert [(f, m) for f, m in absolute_imports("harness") if m.startswith(above)] == []
+
+
+# what docs/design.md says a plugin author may import from the core
+PLUGIN_API = {
+    "corebench.harness",
+    *(
+        f"corebench.harness.{name}"
+        for name in (
+            "benchmark system backend options records testsuite examples comparators context "
+            "prompts extract errors config metadata hookspecs"
+        ).split()
+    ),
+}
+
+
+def test_builtin_plugins_use_only_the_plugin_api_and_training_no_plugin_module():
+    core = [(f, m) for f, m in absolute_imports("plugins") if m.startswith("corebench.harness")]
+    assert [(f, m) for f, m in core if m not in PLUGIN_API] == []
+    assert [
+        (f, m) for f, m in absolute_imports("training") if m.startswith("corebench.plugins")
+    ] == []
+    assert [
+        (f, m) for f, m in absolute_imports("leaderboards") if m.startswith("corebench.plugins")
+    ] == []
 
 
 def test_plugin_that_fails_to_import_warns_and_the_rest_works(tmp_path):
