@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from . import options as opts
+from .errors import UnknownNameError
 from .records import Task
 from .testsuite import FunctionalSuite
 
@@ -26,6 +27,11 @@ class Benchmark(ABC):
         self.options = opts.validate_options(
             f"benchmark {self.name!r} option", self.Options, options
         )
+
+    def check_split(self, split: str) -> None:
+        """One error (with a suggestion) for a split this benchmark does not have."""
+        if split not in self.splits:
+            raise UnknownNameError(f"{self.name} split", split, self.splits)
 
     @abstractmethod
     def tasks(self, split: str = "test") -> list[Task]:

@@ -225,3 +225,29 @@ def test_cli_runs_the_embedded_model_on_fixture_benchmarks(name, options, tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     shown = json.loads(subprocess.check_output([*CLI, "show", str(run_dir), "--json"]))
     assert shown["tasks"] == 2 and sum(shown["verdicts"].values()) == 2
+
+
+def test_humaneval_train_and_heldout_split_the_tasks_disjointly(data_dir):
+    from corebench.training.contamination import Text, find_overlaps
+
+    humaneval = bench("humaneval", data_dir)
+    train, heldout = humaneval.tasks("train"), humaneval.tasks("heldout")
+    assert (len(train), len(heldout)) == (124, 40)  # 25/33 and 8/33 of 164, as the class study
+    ids = {t.task_id for t in train} | {t.task_id for t in heldout}
+    assert len(ids) == 164 and ids == {t.task_id for t in humaneval.tasks("test")}
+    assert [t.task_id for t in heldout][:9] == [
+        *(f"HumanEval/{i}" for i in range(8)),
+        "HumanEval/33",
+    ]
+
+    def texts(tasks):
+        return [
+            Text(t.task_id, t.prompt, humaneval.test_suite(t.task_id).reference_code) for t in tasks
+        ]
+
+    # the training data's contamination check finds nothing between them: not by id, prompt or code
+    assert find_overlaps(texts(train), texts(heldout)) == []
+    with pytest.raises(
+        CorebenchError, match="unknown humaneval split 'held_out'. Did you mean 'heldout'"
+    ):
+        humaneval.tasks("held_out")

@@ -479,3 +479,21 @@ def test_scale_out_configs_validate_on_cpu(tmp_path):
     args = grpo_config(settings, tmp_path / "out")
     assert args.use_vllm and args.vllm_mode == "server"
     assert args.per_device_train_batch_size % args.num_generations == 0
+
+
+def test_humaneval_training_uses_its_train_split_checked_against_the_heldout_one(data_dir):
+    settings = load_settings(
+        "magrpo",
+        None,
+        benchmark="humaneval",
+        eval_benchmarks=["humaneval"],
+        eval_split="heldout",
+        data_dir=str(data_dir),
+    )
+    data = load_train_data(settings)
+    assert len(data.tasks) == 124 and data.overlaps == []
+    # checked against the whole test split instead, every training task is an evaluation task
+    with pytest.raises(CorebenchError, match="overlap"):
+        load_train_data(
+            settings.model_copy(update={"eval_split": "test", "exclude_overlaps": False})
+        )

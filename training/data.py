@@ -51,12 +51,14 @@ def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> 
         )
     train = [TrainTask(t, benchmark.test_suite(t.task_id)) for t in benchmark.tasks("train")]
     evaluation = []
-    # every evaluation benchmark's test tasks, the training benchmark's own included
+    # every evaluation benchmark's evaluated tasks (its `eval_split` where it has one, else its
+    # test split), the training benchmark's own included
     for name in dict.fromkeys([*settings.eval_benchmarks, settings.benchmark]):
         evaluated = plugins.benchmarks.get(name).component(data_dir)
+        split = settings.eval_split if settings.eval_split in evaluated.splits else "test"
         evaluation += [
             Text(t.task_id, t.prompt, evaluated.test_suite(t.task_id).reference_code)
-            for t in evaluated.tasks("test")
+            for t in evaluated.tasks(split)
         ]
     texts = [Text(t.task.task_id, t.task.prompt, t.reference) for t in train]
     overlaps = check(texts, evaluation, allow=settings.allow_overlap or settings.exclude_overlaps)

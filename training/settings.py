@@ -41,6 +41,11 @@ class TrainSettings(Options):
     benchmark: str = Field("mbpp", description="whose train split feeds training")
     benchmark_options: dict[str, Any] = Field({}, description="as `corebench run -B`")
     eval_benchmarks: list[str] = ["mbpp", "humaneval"]
+    eval_split: str = Field(
+        "test",
+        description="the split checkpoints are evaluated on, where a benchmark has it "
+        "(humaneval: heldout); the contamination check compares training tasks with it",
+    )
     data_dir: str | None = None
     tasks_limit: int | None = Field(
         None, description="first N training tasks (after the contamination check)"

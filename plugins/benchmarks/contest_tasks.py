@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from corebench.harness import Benchmark, FunctionalSuite, Task
-from corebench.harness.errors import CorebenchError, UnknownNameError
+from corebench.harness.errors import UnknownNameError
 
 from .hub_data import HubDataset
 
@@ -51,10 +51,7 @@ class ContestBenchmark(Benchmark):
         raise NotImplementedError
 
     def _load(self, split: str) -> tuple[dict[str, ContestProblem], dict[str, Any]]:
-        if split not in self.splits:
-            raise CorebenchError(
-                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
-            )
+        self.check_split(split)
         rows, info = self.source.load(self.data_dir, self.split_files(split))
         problems = {}
         for row in rows:

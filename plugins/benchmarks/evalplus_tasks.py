@@ -65,11 +65,12 @@ class EvalPlusBenchmark(Benchmark):
         except KeyError:
             raise UnknownNameError(f"{self.name} task", task_id, self.problems) from None
 
+    def in_split(self, task_id: str, split: str) -> bool:
+        """Whether a task of the release file belongs to ``split`` (``test``: all of them)."""
+        return split == "test"
+
     def tasks(self, split: str = "test") -> list[Task]:
-        if split != "test":
-            raise CorebenchError(
-                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
-            )
+        self.check_split(split)
         return [
             Task(
                 task_id=task_id,
@@ -79,6 +80,7 @@ class EvalPlusBenchmark(Benchmark):
                 examples=self.visible_examples(p),
             )
             for task_id, p in self.problems.items()
+            if self.in_split(task_id, split)
         ]
 
     def visible_examples(self, problem: dict[str, Any]) -> list[str]:
@@ -165,12 +167,26 @@ class MbppPlus(EvalPlusBenchmark):
         return mbpp_deserialize_inputs(task_id, inputs)
 
 
+HELD_OUT_PERIOD, HELD_OUT_PER_PERIOD = 33, 8
+
+
 class HumanEvalPlus(EvalPlusBenchmark):
+    """``test`` is all 164 tasks. ``train`` (124) and ``heldout`` (40) split them 25/33 : 8/33 as
+    the MAGRPO class study does: ``HumanEval/i`` is held out when ``i % 33 < 8``, so the held-out
+    tasks are spread over the whole file (HumanEval grows harder towards its end)."""
+
     name = "humaneval"
     description = "HumanEval+ (EvalPlus v0.1.10): 164 tasks, base and extra differential tests"
     file_name = "HumanEvalPlus-v0.1.10.jsonl.gz"
     version = "v0.1.10"
     dataset = "humaneval"
+    splits = ("test", "train", "heldout")
+
+    def in_split(self, task_id: str, split: str) -> bool:
+        if split == "test":
+            return True
+        held_out = int(task_id.rsplit("/", 1)[1]) % HELD_OUT_PERIOD < HELD_OUT_PER_PERIOD
+        return held_out == (split == "heldout")
 
     def _download(self) -> str:
         from evalplus.data.humaneval import _ready_human_eval_plus_path

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
-from corebench.harness.errors import CorebenchError, UnknownNameError
+from corebench.harness.errors import UnknownNameError
 from corebench.harness.metadata import file_fingerprint
 from corebench.harness.testsuite import assert_suite
 from corebench.plugins.benchmarks.sources import DataFile, read_jsonl, unreadable
@@ -113,10 +113,7 @@ class MbppOriginal(Benchmark):
         return {f"Mbpp/{p.task_id}": p for p in load_mbpp(self.data_dir)}
 
     def tasks(self, split: str = "test") -> list[Task]:
-        if split not in self.splits:
-            raise CorebenchError(
-                f"{self.name} has no {split!r} split (splits: {', '.join(self.splits)})"
-            )
+        self.check_split(split)
         return [
             Task(
                 task_id=task_id,
