@@ -53,8 +53,10 @@ class Recorder:
         *,
         isolation: str | None = None,
         on_sample: OnSample | None = None,
+        all_tests: bool = False,
     ):
         self.executor = Executor(isolation=isolation)
+        self.all_tests = all_tests  # judge every test, past the first failure (test pass rates)
         self.benchmark = benchmark
         self.on_sample = on_sample
         self._suites: dict[str, FunctionalSuite] = {}
@@ -66,7 +68,9 @@ class Recorder:
             )
             refuse_changed(self.store, provenance_changes(self.store.metadata(), dataset))
             self.store.update_metadata(
-                isolation=self.executor.mode, memory_limit_bytes=self.executor.memory_bytes
+                isolation=self.executor.mode,
+                memory_limit_bytes=self.executor.memory_bytes,
+                all_tests=all_tests or self.store.metadata().get("all_tests", False),
             )
         except BaseException:
             self.store.close()
@@ -106,7 +110,11 @@ class Recorder:
             )
         else:
             result = await self.executor.evaluate(
-                solution.task_id, solution.sample_index, solution.code, suite
+                solution.task_id,
+                solution.sample_index,
+                solution.code,
+                suite,
+                stop_on_failure=not self.all_tests,
             )
         self.store.save_result(result)
         if self.on_sample:

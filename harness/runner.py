@@ -115,6 +115,7 @@ class Runner:
         on_sample: ProgressFn | None = None,
         on_start: Callable[[int, int], None] | None = None,
         repeats: int = DEFAULT_REPEATS,
+        all_tests: bool = False,
     ):
         self.config = config
         self.run_dir = Path(run_dir)
@@ -123,6 +124,7 @@ class Runner:
         self.limits = limits or Limits(DEFAULT_MAX_CALLS_PER_SAMPLE, DEFAULT_MAX_TOKENS_PER_SAMPLE)
         self.on_sample = on_sample
         self.on_start = on_start  # called with (samples to do, samples already done)
+        self.all_tests = all_tests  # every test judged, past the first failure
         self.repeats = repeats  # measurement phase: timed calls per test (0: no measurement phase)
         # Resolve every name first: a typo fails before any data or model is loaded.
         self.benchmark_cls = self.plugins.benchmarks.get(config.benchmark).component
@@ -152,6 +154,7 @@ class Runner:
             metadata,
             isolation=self.isolation,
             on_sample=self.on_sample,
+            all_tests=self.all_tests,
         ) as recorder:
             store = recorder.store
             tasks = {t.task_id: t for t in select_tasks(self.benchmark, self.config)}

@@ -6,16 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from corebench.harness.modelspec import DEFAULT_ROLE
 from corebench.harness.records import Verdict
 from corebench.harness.sandbox.isolation import is_unsafe
 from corebench.harness.summary import efficiency, pass_at_k
 
 from .collect import Run
+from .stats import interval
 
 VERDICTS = [v.value for v in Verdict]
 COLUMNS = [
@@ -51,16 +50,6 @@ COLUMNS = [
 ]
 
 
-def bootstrap_ci(per_task: np.ndarray) -> tuple[float, float]:
-    """95 % interval of the mean of per-task scores, resampling tasks (fixed seed: reproducible)."""
-    if len(per_task) == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = rng.integers(0, len(per_task), size=(BOOTSTRAP_RESAMPLES, len(per_task)))
-    means = per_task[draws].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def model_identity(models: dict[str, Any] | None) -> str:
     """Short, stable description of the weights behind each role."""
     parts = []
@@ -91,7 +80,7 @@ def _row(key: tuple[str, str, str], runs: list[Run], shared: set[str]) -> dict[s
     frame = pd.concat([r.samples for r in runs], ignore_index=True)
     benchmark, system, model = key
     per_task = frame.groupby("task_id")["passed"].mean()
-    low, high = bootstrap_ci(per_task.to_numpy(dtype=float))
+    low, high = interval(per_task.to_numpy(dtype=float))
     ks = sorted({k for r in runs for k in r.metadata["config"]["k"]})
     passk = pass_at_k(frame, "passed", ks)
     on_shared = frame[frame["task_id"].isin(shared)]

@@ -14,7 +14,8 @@ import pytest
 from corebench.harness import RunConfig
 from corebench.harness.runner import Runner
 from corebench.leaderboards import collect_runs, leaderboard_table, write_html
-from corebench.leaderboards.table import COLUMNS, bootstrap_ci
+from corebench.leaderboards.stats import interval
+from corebench.leaderboards.table import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / ".pytest_cache" / "screenshots"
@@ -78,8 +79,8 @@ def test_bootstrap_interval_is_reproducible_and_sensible():
     import numpy as np
 
     scores = np.array([1.0] * 30 + [0.0] * 70)
-    low, high = bootstrap_ci(scores)
-    assert (low, high) == bootstrap_ci(scores) and low < 0.3 < high
+    low, high = interval(scores)
+    assert (low, high) == interval(scores) and low < 0.3 < high
     assert 0.18 < low < 0.24 and 0.36 < high < 0.42  # about ±1.96 * sqrt(.3 * .7 / 100)
 
 
@@ -215,3 +216,27 @@ def test_plans_read_as_each_system_renders_them():
         shown == "[exemplars recalled: 1 of 3]\n\n(confidence 80) use a set\n\n(confidence 10) sort"
     )
     assert sample_detail(mapcoder, result)["plan"] == ""  # the base class knows no `plans`
+
+
+def test_paired_differences_and_exact_mcnemar():
+    import numpy as np
+    from scipy.stats import binomtest
+
+    from corebench.leaderboards.stats import paired
+
+    # 40 tasks, one sample each: a passes 12 tasks b fails, b passes 2 that a fails
+    a = np.array([1] * 12 + [0] * 2 + [1] * 10 + [0] * 16, dtype=float)
+    b = np.array([0] * 12 + [1] * 2 + [1] * 10 + [0] * 16, dtype=float)
+    result = paired(a, b, binary=True)
+    assert result.tasks == 40 and result.difference == 0.25
+    assert result.low < 0.25 < result.high and result.low > 0  # the interval excludes 0
+    # McNemar's exact test is the two-sided binomial test on the 14 discordant tasks
+    assert result.p_mcnemar == binomtest(2, 14).pvalue
+    assert result.p_bootstrap < 0.05 and result.distinguishable
+    same = paired(a, a, binary=True)
+    assert (same.difference, same.p_bootstrap, same.p_mcnemar) == (0.0, 1.0, 1.0)
+    assert not same.distinguishable
+    # a one-task-in-forty difference is noise at this size
+    c = a.copy()
+    c[0] = 0
+    assert not paired(a, c, binary=True).distinguishable

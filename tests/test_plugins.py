@@ -189,10 +189,23 @@ PLUGIN_API = {
     "corebench.harness",
     *(
         f"corebench.harness.{name}"
-        for name in (
-            "benchmark system backend options records testsuite examples comparators context "
-            "prompts extract errors config metadata hookspecs"
-        ).split()
+        for name in [
+            "benchmark",
+            "system",
+            "backend",
+            "options",
+            "records",
+            "testsuite",
+            "examples",
+            "comparators",
+            "context",
+            "prompts",
+            "extract",
+            "errors",
+            "config",
+            "metadata",
+            "hookspecs",
+        ]
     ),
 }
 

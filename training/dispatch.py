@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from corebench.harness.config import MANIFEST_NAME
+
 from .settings import EVALUATE_WITH, TrainSettings
 
 
@@ -25,6 +27,26 @@ def train(settings: TrainSettings) -> dict[str, Path]:
     from .sft import train_sft
 
     return train_sft(settings)
+
+
+def roles(settings: TrainSettings) -> tuple[str, ...]:
+    """The roles a method trains, one checkpoint folder each under ``settings.out``."""
+    if settings.method in ("grpo", "pta"):
+        return ("model",)
+    if settings.method == "magrpo":
+        return ("helper", "main")
+    if settings.method == "sft":
+        return tuple(settings.sft_roles)
+    return ("planner", "coder")
+
+
+def finished_checkpoints(settings: TrainSettings) -> dict[str, Path] | None:
+    """Each role's final checkpoint when training already finished (its manifest is written
+    last), else None."""
+    folders = {role: Path(settings.out) / role for role in roles(settings)}
+    if all((folder / MANIFEST_NAME).exists() for folder in folders.values()):
+        return folders
+    return None
 
 
 def model_spec(checkpoints: dict[str, Path]) -> str:

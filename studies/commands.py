@@ -1,0 +1,64 @@
+"""``corebench study``: added to the CLI through the ``register_commands`` hook."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from corebench.harness import hookimpl
+from corebench.harness.cli import data_dir_option, isolation_option
+
+
+@click.command()
+@click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--scale",
+    default="full",
+    show_default=True,
+    help="A [scale.NAME] of the study (e.g. smoke: minutes on a CPU), or full.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="The study's folder (default: runs/studies/NAME-SCALE). Re-running does what is missing.",
+)
+@click.option("--report-only", is_flag=True, help="Only write the report from what is done.")
+@data_dir_option
+@isolation_option
+def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
+          data_dir: Path | None, isolation: str) -> None:  # fmt: skip
+    """Run a declared study (training steps, then runs) and write its report: pass@k with
+    intervals, paired differences with p-values, test pass rates, complexity, failure kinds."""
+    from corebench.harness import config as C
+    from corebench.harness.registry import default_plugins
+
+    from .execute import Layout, run_study
+    from .report import build_report, render_html, render_markdown
+    from .spec import load_study
+
+    spec = load_study(study_file, scale, default_plugins().systems)  # every mistake, up front
+    layout = Layout(out or C.DEFAULT_RUNS_DIR / "studies" / f"{spec.header.name}-{scale}")
+    data = C.data_dir_setting(data_dir)
+    if report_only:
+        run_dirs = {r.name: layout.run_dir(spec, r) for r in spec.runs}
+        missing = [n for n, d in run_dirs.items() if not (d / C.RESULTS_DB).exists()]
+        if missing:
+            raise click.ClickException(
+                f"not run yet: {', '.join(missing)} (run without --report-only)"
+            )
+    else:
+        run_dirs = run_study(spec, layout, data_dir=data, say=lambda t: click.echo(t, err=True))
+    report = build_report(spec, run_dirs, data)
+    command = f"corebench study {shlex.quote(str(study_file))} --scale {scale}"
+    markdown, page = layout.report("md"), layout.report("html")
+    markdown.write_text(render_markdown(report, command))
+    page.write_text(render_html(report, command))
+    click.echo(f"wrote {markdown} and {page}", err=True)
+    click.echo(markdown.read_text())
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(study)

@@ -1,0 +1,158 @@
+"""`corebench study`: a declared study checked up front, run to completion, resumed without
+repeating anything, re-run where an entry changed, and reported with intervals and tests."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from corebench.harness.errors import CorebenchError
+from corebench.harness.registry import default_plugins
+from corebench.studies.execute import Layout
+from corebench.studies.spec import load_study
+
+CLI = [sys.executable, "-m", "corebench.harness.cli"]
+ROOT = Path(__file__).resolve().parents[1]
+
+# two base rows and one from a one-step GRPO checkpoint, on 3 MBPP+ tasks, one sample each
+TINY = """
+[study]
+name = "tiny"
+title = "A tiny study"
+benchmark = "mbpp"
+tasks = ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
+n = 1
+k = [1]
+max_new_tokens = 64
+repeats = 1
+
+[scale.smoke]
+n = 2
+k = [1, 2]
+
+[[train]]
+name = "grpo"
+method = "grpo"
+settings = { steps = 1, tasks_limit = 2, num_generations = 2, prompts_per_step = 1, max_completion_length = 16, save_steps = 1, eval_benchmarks = ["mbpp"] }
+
+[[run]]
+name = "direct"
+system = "direct"
+
+[[run]]
+name = "cot"
+label = "Chain of thought"
+system = "cot"
+
+[[run]]
+name = "trained"
+system = "direct"
+model = "@grpo"
+
+[[gain]]
+pair = "cot"
+roles = ["direct"]
+direct = "direct"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "study.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def study(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, "study", *args], capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            ('system = "cot"', 'sytem = "cot"'),
+            "unknown key in .* \\[\\[run\\]\\] 'cot' 'sytem'. Did you mean 'system'",
+        ),
+        (('system = "cot"', 'system = "cott"'), "unknown system 'cott'. Did you mean 'cot'"),
+        (
+            ('model = "@grpo"', 'model = "@grp"'),
+            "unknown training step .*'trained' model.* 'grp'. Did you mean 'grpo'",
+        ),
+        (
+            ('model = "@grpo"', 'model = "@grpo:coder"'),
+            "unknown role of @grpo .* 'coder'. .*Known: model",
+        ),
+        (('method = "grpo"', 'method = "ppo"'), "unknown training method .* 'ppo'"),
+        (
+            ('roles = ["direct"]', 'roles = ["drect"]'),
+            "unknown run .*gain.* 'drect'. Did you mean 'direct'",
+        ),
+        (("max_new_tokens = 64", "max_new_tokens = 0"), "\\[study\\] max_new_tokens: input should be greater than or equal to 1"),
+        (("k = [1, 2]", 'k = "1,2"'), "\\[scale.smoke\\] k: input should be a valid list"),
+    ],
+)
+def test_a_bad_study_file_is_one_line_naming_the_entry_and_key(tmp_path, change, message):
+    path = write(tmp_path, TINY.replace(*change))
+    with pytest.raises(CorebenchError, match=message):
+        load_study(path, "smoke", default_plugins().systems)
+
+
+def test_scales_override_the_study_and_unknown_scales_are_refused(tmp_path):
+    path = write(tmp_path, TINY)
+    full, smoke = load_study(path), load_study(path, "smoke")
+    assert [(r.n, r.k) for r in full.runs] == [(1, [1])] * 3
+    assert [(r.n, r.k) for r in smoke.runs] == [(2, [1, 2])] * 3
+    assert full.run_key(full.runs[0]) != smoke.run_key(smoke.runs[0])  # other samples
+    with pytest.raises(CorebenchError, match="unknown scale .* 'smok'. Did you mean 'smoke'"):
+        load_study(path, "smok")
+
+
+@pytest.mark.model
+def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
+    path, out = write(tmp_path, TINY), tmp_path / "out"
+    args = [str(path), "--out", str(out), "--data-dir", str(data_dir)]
+    first = study(*args)
+    assert first.returncode == 0, first.stderr
+    assert "train grpo (grpo)" in first.stderr
+    layout, spec = Layout(out), load_study(path)
+    run_dirs = {r.name: layout.run_dir(spec, r) for r in spec.runs}
+    for run_dir in run_dirs.values():
+        with sqlite3.connect(run_dir / "results.sqlite") as db:
+            assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
+            config = json.loads(db.execute("SELECT config FROM run").fetchone()[0])
+            metadata = json.loads(db.execute("SELECT metadata FROM run").fetchone()[0])
+        assert metadata["all_tests"] is True  # test pass rates count every test
+    assert config["model"].startswith("hf:") and "checkpoints/grpo-" in config["model"]
+    report = (out / "report.md").read_text()
+    assert "| Chain of thought | cot |" in report and "pass@1 95% CI" in report
+    assert "Paired differences" in report and "| direct − Chain of thought | 3 |" in report
+    assert "Collaboration Gain" in report and "| Chain of thought | direct |" in report
+    assert "<table>" in (out / "report.html").read_text()
+
+    # again: everything is done, nothing is trained or generated twice
+    again = study(*args)
+    assert again.returncode == 0, again.stderr
+    assert "train grpo: done" in again.stderr
+    assert again.stderr.count("0 new samples, 3 already done") == 3
+
+    # a changed entry runs again in its own folder; the others stay as they are
+    changed = write(
+        tmp_path, TINY.replace('label = "Chain of thought"', 'label = "CoT"\ntemperature = 0.5')
+    )
+    third = study(str(changed), "--out", str(out), "--data-dir", str(data_dir))
+    assert third.returncode == 0, third.stderr
+    assert "run cot: 3 new samples" in third.stderr and third.stderr.count("3 already done") == 2
+    assert len(list((out / "runs").iterdir())) == 4
+
+
+def test_shipped_studies_are_valid_at_both_scales():
+    for name in ("magrpo-class.toml", "corecode-comparison.toml"):
+        for scale in ("full", "smoke"):
+            spec = load_study(ROOT / "studies" / name, scale, default_plugins().systems)
+            assert spec.runs and spec.header.k
