@@ -93,7 +93,10 @@ def study(*args: str) -> subprocess.CompletedProcess[str]:
             ('roles = ["direct"]', 'roles = ["drect"]'),
             "unknown run .*gain.* 'drect'. Did you mean 'direct'",
         ),
-        (("max_new_tokens = 64", "max_new_tokens = 0"), "\\[study\\] max_new_tokens: input should be greater than or equal to 1"),
+        (
+            ("max_new_tokens = 64", "max_new_tokens = 0"),
+            "\\[study\\] max_new_tokens: input should be greater than or equal to 1",
+        ),
         (("k = [1, 2]", 'k = "1,2"'), "\\[scale.smoke\\] k: input should be a valid list"),
     ],
 )
