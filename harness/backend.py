@@ -41,9 +41,14 @@ class Backend(ABC):
         not file-based model). Training starts from it."""
         return None
 
+    def label(self) -> str:
+        """How leaderboards and reports name the model: a name and its provenance (a trained
+        checkpoint's method, base model and steps), never a machine path."""
+        return self.model_id
+
     def identity(self) -> dict[str, Any]:
-        """Model identity for run metadata (path, file hashes, manifest)."""
-        return {"backend": self.name, "target": self.target}
+        """Model identity for run metadata (label, path, file hashes, manifest)."""
+        return {"backend": self.name, "target": self.target, "label": self.label()}
 
     @abstractmethod
     async def generate(self, request: GenerationRequest) -> Generation:

@@ -67,6 +67,25 @@ def parse_model_spec(spec: str) -> dict[str, ModelRef]:
     return roles
 
 
+def without_paths(spec: str) -> str:
+    """A model spec for display: local paths reduced to their last part
+    (``hf:/ckpt/run3/model`` -> ``hf:model``), Hub ids and names as written."""
+
+    def short(ref: ModelRef) -> str:
+        target = ref.target
+        if target.startswith(("/", ".", "~")):
+            target = target.rstrip("/").rsplit("/", 1)[-1]
+        return f"{ref.backend}:{target}" if target else ref.backend
+
+    try:
+        roles = parse_model_spec(spec)
+    except CorebenchError:
+        return spec
+    if set(roles) == {DEFAULT_ROLE}:
+        return short(roles[DEFAULT_ROLE])
+    return ",".join(f"{role}={short(ref)}" for role, ref in sorted(roles.items()))
+
+
 def format_model_spec(roles: dict[str, ModelRef]) -> str:
     if set(roles) == {DEFAULT_ROLE}:
         return str(roles[DEFAULT_ROLE])

@@ -12,7 +12,8 @@ import pandas as pd
 from corebench.harness.config import RESULTS_DB as DB_NAME
 from corebench.harness.config import TRACE_CHARS
 from corebench.harness.errors import CorebenchError
-from corebench.harness.records import ExecutionResult, Solution
+from corebench.harness.modelspec import DEFAULT_ROLE, without_paths
+from corebench.harness.records import ExecutionResult, RunConfig, Solution
 from corebench.harness.registry import default_plugins
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_frame
@@ -24,7 +25,9 @@ class Run:
     """One run directory: its identity, its samples, and the traces for the per-task view."""
 
     name: str
-    key: tuple[str, str, str]  # (benchmark, system label, model spec)
+    # (benchmark[:split], system label, model by name and provenance, sampling): runs are pooled
+    # into one row only when all four agree
+    key: tuple[str, str, str, str]
     metadata: dict[str, Any]
     samples: pd.DataFrame
     details: list[dict[str, Any]] = field(default_factory=list)
@@ -52,6 +55,28 @@ def system_label(system: str, options: dict[str, Any]) -> str:
         return system
     inner = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(options.items()))
     return f"{system}[{inner}]"
+
+
+def model_name(models: dict[str, Any] | None, spec: str) -> str:
+    """Each role's model as its backend labelled it (name and provenance, never a machine path),
+    with a short hash of its weights where known; runs stored before labels: the spec without
+    paths."""
+    if not models or not all(isinstance(i, dict) and i.get("label") for i in models.values()):
+        return without_paths(spec)
+    parts = []
+    for role, ident in sorted(models.items()):
+        text = ident["label"] + (
+            f"@{ident['weights_sha256'][:8]}" if ident.get("weights_sha256") else ""
+        )
+        parts.append(text if role == DEFAULT_ROLE else f"{role}={text}")
+    return ",".join(parts)
+
+
+def sampling_label(config: RunConfig) -> str:
+    """What decides how samples are drawn, besides the seed (pooled runs add samples)."""
+    if config.temperature == 0:
+        return f"greedy, {config.max_new_tokens} tokens"
+    return f"T={config.temperature:g}, top-p={config.top_p:g}, {config.max_new_tokens} tokens"
 
 
 def _clip(text: str | None) -> str:
@@ -104,10 +129,12 @@ def read_run(run_dir: Path, details: bool = True) -> Run:
         metadata = store.metadata()
     finally:
         store.close()
+    benchmark = system_label(config.benchmark, config.benchmark_options)
     key = (
-        system_label(config.benchmark, config.benchmark_options),
+        benchmark if config.split == "test" else f"{benchmark}:{config.split}",
         system_label(config.system, config.system_options),
-        config.model,
+        model_name(metadata.get("models"), config.model),
+        sampling_label(config),
     )
     metadata = {**metadata, "config": config.model_dump()}
     return Run(run_dir.name, key, metadata, frame, rows)

@@ -19,6 +19,7 @@ SHOWN = {
     "benchmark": "benchmark",
     "system": "system",
     "model": "model",
+    "sampling": "sampling",
     "tasks": "tasks",
     "samples": "samples",
     "pass@1": "pass@1 %",

@@ -21,6 +21,7 @@ COLUMNS = [
     "benchmark",
     "system",
     "model",
+    "sampling",
     "tasks",
     "samples",
     "pass@1",
@@ -76,9 +77,9 @@ def training_lineage(models: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def _row(key: tuple[str, str, str], runs: list[Run], shared: set[str]) -> dict[str, Any]:
+def _row(key: tuple[str, str, str, str], runs: list[Run], shared: set[str]) -> dict[str, Any]:
     frame = pd.concat([r.samples for r in runs], ignore_index=True)
-    benchmark, system, model = key
+    benchmark, system, model, sampling = key
     per_task = frame.groupby("task_id")["passed"].mean()
     low, high = interval(per_task.to_numpy(dtype=float))
     ks = sorted({k for r in runs for k in r.metadata["config"]["k"]})
@@ -95,6 +96,7 @@ def _row(key: tuple[str, str, str], runs: list[Run], shared: set[str]) -> dict[s
         "benchmark": benchmark,
         "system": system,
         "model": model,
+        "sampling": sampling,
         "tasks": tasks,
         "samples": len(frame),
         "pass@1": passk.get(1, float("nan")),
@@ -136,12 +138,12 @@ def leaderboard_table(runs: list[Run]) -> pd.DataFrame:
     Runs with the same key are pooled (more samples per task). ``pass@1_shared`` is computed on
     the tasks every row of the same benchmark covers, so rows on different subsets compare fairly.
     """
-    groups: dict[tuple[str, str, str], list[Run]] = {}
+    groups: dict[tuple[str, str, str, str], list[Run]] = {}
     for run in runs:
         if len(run.samples):
             groups.setdefault(run.key, []).append(run)
     shared: dict[str, set[str]] = {}
-    for (benchmark, _, _), members in groups.items():
+    for (benchmark, *_), members in groups.items():
         tasks = set().union(*(set(r.samples["task_id"]) for r in members))
         shared[benchmark] = shared[benchmark] & tasks if benchmark in shared else tasks
     rows = [_row(key, members, shared[key[0]]) for key, members in groups.items()]

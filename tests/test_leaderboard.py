@@ -240,3 +240,42 @@ def test_paired_differences_and_exact_mcnemar():
     c = a.copy()
     c[0] = 0
     assert not paired(a, c, binary=True).distinguishable
+
+
+def test_runs_pool_only_with_the_same_sampling_and_split_and_models_have_no_paths(
+    tmp_path, data_dir
+):
+    from conftest import ScriptedBackend, scripted_plugins
+
+    from corebench.leaderboards.collect import model_name
+
+    ScriptedBackend.respond = staticmethod(respond)
+    plugins = scripted_plugins()
+    settings = [("a", 0.0, 0), ("b", 0.0, 1), ("c", 0.7, 0)]  # a and b differ only in the seed
+    for name, temperature, seed in settings:
+        config = RunConfig(
+            benchmark="mbpp", system="direct", model="scripted", limit=2,
+            temperature=temperature, seed=seed,
+        )  # fmt: skip
+        Runner(config, tmp_path / name, data_dir=data_dir, plugins=plugins).run()
+    table = leaderboard_table(collect_runs([tmp_path]))
+    assert sorted(table["sampling"]) == ["T=0.7, top-p=0.95, 512 tokens", "greedy, 512 tokens"]
+    pooled = table.set_index("sampling").loc["greedy, 512 tokens"]
+    assert pooled["runs"] == "a b" and pooled["samples"] == 4
+    assert set(table["model"]) == {"scripted"}  # the backend's own label
+
+    # a trained checkpoint is named by its manifest and weights, never by where it lies
+    trained = {
+        "*": {
+            "backend": "hf",
+            "target": "/home/me/ckpt/run7/model",
+            "label": "grpo(embedded, 10 steps)",
+            "weights_sha256": "1a2b3c4d5e6f",
+        }
+    }
+    assert model_name(trained, "hf:/home/me/ckpt/run7/model") == "grpo(embedded, 10 steps)@1a2b3c4d"
+    # runs stored before backends labelled their models: the spec without its paths
+    assert (
+        model_name(None, "planner=hf:/x/y/planner,coder=embedded")
+        == "coder=embedded,planner=hf:planner"
+    )

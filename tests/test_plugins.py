@@ -205,6 +205,7 @@ PLUGIN_API = {
             "config",
             "metadata",
             "hookspecs",
+            "modelspec",
         ]
     ),
 }

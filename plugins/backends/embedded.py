@@ -78,6 +78,9 @@ class EmbeddedBackend(TransformersBackend):
     def model_id(self) -> str:
         return "embedded:SmolLM2-135M-Instruct"
 
+    def label(self) -> str:
+        return "SmolLM2-135M-Instruct (embedded)"
+
     def load(self) -> None:
         if self._model is None and not (Path(self.path) / "config.json").exists():
             convert_gguf(self.gguf, Path(self.path))

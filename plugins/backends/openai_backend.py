@@ -82,8 +82,16 @@ class OpenAIBackend(Backend):
                 f"the server at {self.base_url} does not serve {self.model!r} (it serves: {', '.join(served)})"
             )
 
+    def label(self) -> str:
+        return f"openai:{self.model}"
+
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, "model": self.model, "base_url": self.base_url}
+        return {
+            "backend": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "label": self.label(),
+        }
 
     async def generate(self, request: GenerationRequest) -> Generation:
         import openai

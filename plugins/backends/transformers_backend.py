@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from corebench.harness import (
 )
 from corebench.harness.config import DEFAULT_MAX_BATCH, MANIFEST_NAME
 from corebench.harness.metadata import file_fingerprint
+from corebench.harness.modelspec import without_paths
 
 if TYPE_CHECKING:  # torch is imported only when a model loads
     from corebench.plugins.backends.engine import DecodeEngine
@@ -115,18 +117,34 @@ class TransformersBackend(Backend):
         self._tokenizer, self._model = tokenizer, model.to(device).eval()
         self.device, self.dtype = device, dtype
 
+    def _manifest(self) -> dict[str, Any] | None:
+        manifest = Path(self.path).expanduser() / MANIFEST_NAME
+        return json.loads(manifest.read_text()) if manifest.exists() else None
+
+    def label(self) -> str:
+        """A trained checkpoint by its manifest (``grpo(embedded, 10 steps)``), a Hub id as
+        written, another local folder by its name."""
+        manifest = self._manifest()
+        if manifest:
+            base = without_paths(str(manifest.get("base_model", "?")))
+            return f"{manifest.get('method', '?')}({base}, {manifest.get('steps', '?')} steps)"
+        path = Path(self.path).expanduser()
+        return f"hf:{path.name}" if path.is_dir() else f"hf:{self.target}"
+
     def identity(self) -> dict[str, Any]:
         path = Path(self.path).expanduser()
-        info: dict[str, Any] = {"backend": self.name, "target": self.target}
+        info: dict[str, Any] = {"backend": self.name, "target": self.target, "label": self.label()}
         if path.is_dir():
             info["path"] = str(path.resolve())
             info["files"] = {
                 f.name: file_fingerprint(f)
                 for f in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin"))
             }
-            manifest = path / MANIFEST_NAME
-            if manifest.exists():
-                info["manifest"] = json.loads(manifest.read_text())
+            joined = "".join(f"{name}:{digest}" for name, digest in info["files"].items())
+            info["weights_sha256"] = hashlib.sha256(joined.encode()).hexdigest()
+            manifest = self._manifest()
+            if manifest:
+                info["manifest"] = manifest
         if self._model is not None:
             info["dtype"], info["device"] = str(self.dtype), self.device
         return info

@@ -20,6 +20,7 @@ from corebench.harness import (
     hookimpl,
 )
 from corebench.harness.backend import cut_at_stop
+from corebench.harness.modelspec import without_paths
 
 
 class VllmOptions(BatchingBackend.Options):
@@ -98,8 +99,11 @@ class VllmBackend(BatchingBackend):
             ) from None
         self._llm = vllm.LLM(**self.engine)
 
+    def label(self) -> str:
+        return without_paths(f"vllm:{self.target}")
+
     def identity(self) -> dict[str, Any]:
-        return {"backend": self.name, **self.engine}
+        return {"backend": self.name, "label": self.label(), **self.engine}
 
     def generate_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         import vllm
