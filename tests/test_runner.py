@@ -121,7 +121,7 @@ def test_unknown_task_and_missing_data_are_clear_errors(tmp_path, data_dir, plug
         data_dir=empty,
         plugins=plugins_with_scripted,
     )
-    with pytest.raises(CorebenchError, match=r"MbppPlus-v0.2.0.jsonl.gz not found in .*empty"):
+    with pytest.raises(CorebenchError, match=r"MbppPlus-v0.2.0.jsonl.gz .*not found in .*empty"):
         runner.run()
 
 
