@@ -87,10 +87,12 @@ class StudyHeader(RunSettings):
 
 
 class Scale(RunSettings):
-    """Overrides for ``--scale NAME``; ``train`` overrides every training step's settings."""
+    """Overrides for ``--scale NAME``; ``train`` overrides every training step's settings, and
+    ``run.NAME`` one run's (e.g. fewer MapCoder rounds on a CPU)."""
 
     repeats: int = Field(3, ge=0)
     train: dict[str, Any] = {}
+    run: dict[str, dict[str, Any]] = {}
 
 
 class TrainStep(Options):
@@ -208,6 +210,7 @@ def load_study(path: Path, scale: str = "full", systems: Any = None) -> Study:
             exclude_unset=True
         )
     train_overrides = overrides.pop("train", {})
+    run_overrides = overrides.pop("run", {})
     header = _table(path, "[study]", StudyHeader, {**header_values, **overrides})
     defaults = header.model_dump(include=set(RunSettings.model_fields))
 
@@ -230,8 +233,14 @@ def load_study(path: Path, scale: str = "full", systems: Any = None) -> Study:
         # entry sets n, k, limit or tasks itself (a study-wide size is the scale's business)
         scaled = {k: v for k, v in overrides.items() if k in RunSettings.model_fields}
         merged = {**defaults, **values, **{k: v for k, v in scaled.items() if k not in values}}
+        if isinstance(values, dict):
+            merged.update(run_overrides.get(values.get("name"), {}))
         runs.append(_table(path, where, RunEntry, merged))
     gains = [_table(path, f"[[gain]] #{i}", Gain, v) for i, v in enumerate(data.get("gain", []), 1)]
+    unknown_runs = set(run_overrides) - {r.name for r in runs}
+    if unknown_runs:
+        where = f"run (in {path} [scale.{scale}.run])"
+        raise UnknownNameError(where, sorted(unknown_runs)[0], [r.name for r in runs])
     study = Study(path=str(path), scale=scale, header=header, train=steps, runs=runs, gains=gains)
     _check_names(study, systems)
     return study

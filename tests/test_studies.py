@@ -35,6 +35,7 @@ repeats = 1
 [scale.smoke]
 n = 2
 k = [1, 2]
+run.cot = { max_new_tokens = 32 }
 
 [[train]]
 name = "grpo"
@@ -112,6 +113,9 @@ def test_scales_override_the_study_and_unknown_scales_are_refused(tmp_path):
     assert [(r.n, r.k) for r in full.runs] == [(1, [1])] * 3
     assert [(r.n, r.k) for r in smoke.runs] == [(2, [1, 2])] * 3
     assert full.run_key(full.runs[0]) != smoke.run_key(smoke.runs[0])  # other samples
+    assert [r.max_new_tokens for r in smoke.runs] == [64, 32, 64]  # one run's own override
+    with pytest.raises(CorebenchError, match=r"unknown run .*scale.smoke.run.* 'cto'"):
+        load_study(write(tmp_path, TINY.replace("run.cot", "run.cto"), "bad.toml"), "smoke")
     with pytest.raises(CorebenchError, match="unknown scale .* 'smok'. Did you mean 'smoke'"):
         load_study(path, "smok")
 
