@@ -18,6 +18,7 @@ import pandas as pd
 from corebench.harness.registry import default_plugins
 from corebench.harness.store import Store
 from corebench.harness.summary import efficiency, pass_at_k, samples_frame
+from corebench.leaderboards.collect import model_name
 from corebench.leaderboards.stats import ALPHA, Paired, interval, paired
 from corebench.leaderboards.table import training_lineage
 
@@ -44,6 +45,7 @@ def collect_row(study: Study, name: str, run_dir: Path, planned: dict[str, int])
         frame = samples_frame(store)
         samples = list(store.samples())
         metadata = store.metadata()
+        spec = store.config().model
     finally:
         store.close()
     empty = pd.Series(dtype=float)
@@ -73,7 +75,7 @@ def collect_row(study: Study, name: str, run_dir: Path, planned: dict[str, int])
         name=name,
         label=entry.label or name,
         system=entry.system,
-        model=entry.model,
+        model=model_name(metadata.get("models"), spec),
         training=training_lineage(metadata.get("models")),
         per_task=per_task,
         samples_per_task=int(counts.min()) if len(counts) else 0,
