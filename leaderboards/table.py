@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from corebench.harness.modelspec import DEFAULT_ROLE
+from corebench.harness.modelspec import DEFAULT_ROLE, without_paths
 from corebench.harness.records import Verdict
 from corebench.harness.sandbox.isolation import is_unsafe
 from corebench.harness.summary import efficiency, pass_at_k
@@ -70,9 +70,11 @@ def training_lineage(models: dict[str, Any] | None) -> str:
     for role, ident in sorted((models or {}).items()):
         manifest = ident.get("manifest")
         if manifest:
-            text = f"{manifest.get('method', '?')} from {manifest.get('base_model', '?')}"
+            base = without_paths(str(manifest.get("base_model", "?")))
+            text = f"{manifest.get('method', '?')} from {base}"
             if manifest.get("steps") is not None:
-                text += f", {manifest['steps']} steps"
+                steps = manifest["steps"]
+                text += f", {steps} step{'' if steps == 1 else 's'}"
             parts.append(text if role == DEFAULT_ROLE else f"{role}: {text}")
     return "; ".join(parts)
 

@@ -127,7 +127,8 @@ class TransformersBackend(Backend):
         manifest = self._manifest()
         if manifest:
             base = without_paths(str(manifest.get("base_model", "?")))
-            return f"{manifest.get('method', '?')}({base}, {manifest.get('steps', '?')} steps)"
+            steps = manifest.get("steps", "?")
+            return f"{manifest.get('method', '?')}({base}, {steps} step{'' if steps == 1 else 's'})"
         path = Path(self.path).expanduser()
         return f"hf:{path.name}" if path.is_dir() else f"hf:{self.target}"
 
