@@ -251,3 +251,31 @@ def test_humaneval_train_and_heldout_split_the_tasks_disjointly(data_dir):
         CorebenchError, match="unknown humaneval split 'held_out'. Did you mean 'heldout'"
     ):
         humaneval.tasks("held_out")
+
+
+def test_online_evalplus_files_come_through_evalplus_public_helpers_at_our_version(
+    tmp_path, monkeypatch, data_dir
+):
+    """No network here: EvalPlus's own cache writer is replaced by a copy of the offline file,
+    so what is checked is the wiring (the release and version asked for, the path used)."""
+    import gzip
+
+    import evalplus.data.utils as evalplus_utils
+
+    asked = []
+
+    def make_cache(url, path):
+        asked.append(url)
+        Path(path).write_bytes(
+            gzip.decompress((data_dir / "MbppPlus-v0.2.0.jsonl.gz").read_bytes())
+        )
+
+    monkeypatch.setattr(evalplus_utils, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(evalplus_utils, "make_cache", make_cache)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    mbpp = bench("mbpp", None)
+    assert len(mbpp.tasks()) == 378 and mbpp.path == tmp_path / "MbppPlus-v0.2.0.jsonl"
+    assert asked == [
+        "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz"
+    ]

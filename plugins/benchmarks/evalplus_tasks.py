@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
-from corebench.harness.errors import CorebenchError, DatasetMissingError, UnknownNameError
+from corebench.harness.errors import DatasetMissingError, UnknownNameError
 from corebench.harness.examples import docstring_examples
 from corebench.harness.metadata import file_fingerprint
 from corebench.plugins.benchmarks.evalplus_oracles import EvalPlusComparator
@@ -26,8 +26,14 @@ class EvalPlusBenchmark(Benchmark):
     dataset: ClassVar[str]  # "mbpp" or "humaneval", EvalPlus's own name
 
     def _download(self) -> str:
-        """EvalPlus's own loader: fetches the release file into its cache (needs the network)."""
-        raise CorebenchError(f"{self.name}: no download source")
+        """The release file, fetched into EvalPlus's cache by its public helpers (needs the
+        network); the version is this benchmark's (EvalPlus's own loader pins its default)."""
+        from evalplus.data.utils import get_dataset_metadata, make_cache
+
+        release = self.file_name.split("-", 1)[0]  # "MbppPlus", "HumanEvalPlus"
+        url, path = get_dataset_metadata(release, self.version, mini=False)
+        make_cache(url, path)
+        return path
 
     @cached_property
     def path(self) -> Path:
@@ -156,11 +162,6 @@ class MbppPlus(EvalPlusBenchmark):
             }
         return self._train
 
-    def _download(self) -> str:
-        from evalplus.data.mbpp import _ready_mbpp_plus_path
-
-        return _ready_mbpp_plus_path(version=self.version)
-
     def _inputs(self, task_id: str, inputs: list[Any]) -> list[Any]:
         from evalplus.data.mbpp import mbpp_deserialize_inputs
 
@@ -187,11 +188,6 @@ class HumanEvalPlus(EvalPlusBenchmark):
             return True
         held_out = int(task_id.rsplit("/", 1)[1]) % HELD_OUT_PERIOD < HELD_OUT_PER_PERIOD
         return held_out == (split == "heldout")
-
-    def _download(self) -> str:
-        from evalplus.data.humaneval import _ready_human_eval_plus_path
-
-        return _ready_human_eval_plus_path(version=self.version)
 
     def visible_examples(self, problem: dict[str, Any]) -> list[str]:
         """The docstring's examples (doctests, or ``f(x) == y`` / ``f(x) ➞ y`` lines) as asserts."""
