@@ -75,8 +75,8 @@ def model_name(models: dict[str, Any] | None, spec: str) -> str:
 def sampling_label(config: RunConfig) -> str:
     """What decides how samples are drawn, besides the seed (pooled runs add samples)."""
     if config.temperature == 0:
-        return f"greedy, {config.max_new_tokens} tokens"
-    return f"T={config.temperature:g}, top-p={config.top_p:g}, {config.max_new_tokens} tokens"
+        return f"greedy max={config.max_new_tokens}"
+    return f"T={config.temperature:g} top-p={config.top_p:g} max={config.max_new_tokens}"
 
 
 def _clip(text: str | None) -> str:

@@ -259,8 +259,8 @@ def test_runs_pool_only_with_the_same_sampling_and_split_and_models_have_no_path
         )  # fmt: skip
         Runner(config, tmp_path / name, data_dir=data_dir, plugins=plugins).run()
     table = leaderboard_table(collect_runs([tmp_path]))
-    assert sorted(table["sampling"]) == ["T=0.7, top-p=0.95, 512 tokens", "greedy, 512 tokens"]
-    pooled = table.set_index("sampling").loc["greedy, 512 tokens"]
+    assert sorted(table["sampling"]) == ["T=0.7 top-p=0.95 max=512", "greedy max=512"]
+    pooled = table.set_index("sampling").loc["greedy max=512"]
     assert pooled["runs"] == "a b" and pooled["samples"] == 4
     assert set(table["model"]) == {"scripted"}  # the backend's own label
 

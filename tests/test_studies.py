@@ -163,3 +163,63 @@ def test_shipped_studies_are_valid_at_both_scales():
         for scale in ("full", "smoke"):
             spec = load_study(ROOT / "studies" / name, scale, default_plugins().systems)
             assert spec.runs and spec.header.k
+
+
+KILLED = """
+[study]
+name = "killed"
+benchmark = "mbpp"
+tasks = ["Mbpp/2", "Mbpp/3", "Mbpp/4", "Mbpp/6", "Mbpp/7"]
+n = 3
+temperature = 0.7
+max_new_tokens = 48
+repeats = 0
+
+[[run]]
+name = "direct"
+system = "direct"
+
+[[run]]
+name = "cot"
+system = "cot"
+"""
+
+
+@pytest.mark.model
+def test_a_study_killed_mid_run_loses_and_repeats_nothing(tmp_path, data_dir):
+    import os
+    import signal
+    import time
+
+    path, out = write(tmp_path, KILLED), tmp_path / "out"
+    spec = load_study(path)
+    first_run = Layout(out).run_dir(spec, spec.runs[0])
+    proc = subprocess.Popen(
+        [*CLI, "study", str(path), "--out", str(out), "--data-dir", str(data_dir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+    def finished() -> dict[tuple[str, int], str]:
+        try:
+            with sqlite3.connect(first_run / "results.sqlite") as db:
+                rows = db.execute(
+                    "SELECT r.task_id, r.sample_index, s.solution FROM results r "
+                    "JOIN solutions s USING (task_id, sample_index)"
+                ).fetchall()
+        except sqlite3.OperationalError:  # not created yet
+            return {}
+        return {(t, i): solution for t, i, solution in rows}
+
+    deadline = time.monotonic() + 600
+    while not finished() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = finished()
+    assert 0 < len(before) < 15, "killed after some samples of the first run, before its end"
+
+    again = study(str(path), "--out", str(out), "--data-dir", str(data_dir))
+    assert again.returncode == 0, again.stderr
+    assert f"run direct: {15 - len(before)} new samples, {len(before)} already done" in again.stderr
+    after = finished()
+    assert len(after) == 15 and all(after[key] == before[key] for key in before)
