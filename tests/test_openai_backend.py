@@ -70,7 +70,12 @@ def test_corecode_end_to_end_through_a_real_server(server, tmp_path, data_dir):
         assert all(
             0 < c["completion_tokens"] <= 48 and c["prompt_tokens"] > 50 for c in solution["trace"]
         )
-    assert metadata["models"]["*"] == {"backend": "openai", "model": "smol", "base_url": server}
+    assert metadata["models"]["*"] == {
+        "backend": "openai",
+        "model": "smol",
+        "base_url": server,
+        "label": "openai:smol",  # how leaderboards name it: the model, not the address
+    }
 
 
 @pytest.mark.model

@@ -487,3 +487,23 @@ def test_judging_stops_at_the_first_failing_test_unless_asked_for_all():
         "passed",
         "passed",
     ]
+
+
+def test_a_program_that_ends_at_once_gets_a_verdict_not_a_sandbox_error():
+    """A program can be gone before the harness starts measuring it (``os._exit`` right after
+    ``ready``): it started, so it gets a verdict. Before the fix, 7 of 80 such judgings here
+    raised "the sandbox could not start"."""
+    codes = ["import os\nos._exit(0)\n", "import os\ndef add(a, b):\n    os._exit(0)\n"] * 30
+
+    async def judge_all():
+        executor = Executor(workers=2)
+        suite = FunctionalSuite(
+            entry_point="add",
+            reference_code="def add(a, b):\n    return a + b\n",
+            inputs={"base": [[1, 2]]},
+            fingerprint="ends-at-once",
+        )
+        return await asyncio.gather(*(executor.evaluate("t/add", 0, c, suite) for c in codes))
+
+    results = asyncio.run(judge_all())
+    assert {r.verdict for r in results} == {Verdict.runtime_error}

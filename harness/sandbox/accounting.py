@@ -37,8 +37,16 @@ class ProcessMeter:
         self.pid = pid
         self._clock = cpu_clock_id(pid)
         self._pidfd = os.pidfd_open(pid)
-        self._status = os.open(f"/proc/{pid}/status", os.O_RDONLY)
-        self._stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            self._status = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+            try:
+                self._stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+            except OSError:
+                os.close(self._status)
+                raise
+        except OSError:  # gone meanwhile: nothing stays open
+            os.close(self._pidfd)
+            raise
         try:
             self._clear_refs: int | None = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY)
         except OSError:  # not allowed (a root harness always is; the same user is while dumpable)

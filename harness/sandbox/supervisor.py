@@ -16,6 +16,7 @@ a violation: the child is stopped and the harness goes on.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -212,7 +213,11 @@ class Child:
         try:
             self.meter = ProcessMeter(self.pid)
         except OSError as exc:
-            raise Stopped("gone", f"cannot be measured ({exc.strerror})") from None
+            # A program that ends at once (os._exit in its first call) can be gone before the
+            # harness gets here: it did start, and nothing is left to measure or limit; its
+            # reports are still in the channel.
+            if exc.errno not in (errno.ESRCH, errno.ENOENT):
+                raise Stopped("gone", f"cannot be measured ({exc.strerror})") from None
         self.marks = self._arrival = Marks(self.cpu_s())
 
     def cpu_s(self) -> float | None:
