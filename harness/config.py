@@ -80,6 +80,7 @@ MAX_RESULT_BYTES = 256 * 1024**2  # what a child may report back (outputs of all
 MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
 ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto (bubblewrap, or refuse) | bwrap | unsafe
+ENV_ENGINE = "COREBENCH_ENGINE"  # fork (a zygote forks each judging child) | exec (fresh bwrap)
 
 # --- measurement phase (passing solutions only, one at a time) -----------------------------------
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts

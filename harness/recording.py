@@ -126,13 +126,10 @@ class Recorder:
         would run alone at the end while the other workers idle (MBPP+'s Mbpp/599 takes 40 s of
         a 90 s evaluation)."""
         tasks = list(dict.fromkeys(s.task_id for s in solutions))
-        references = await asyncio.gather(
-            *(self.executor.reference(t, self.suite(t)) for t in tasks)
+        costs = await asyncio.gather(
+            *(self.executor.reference_cost(t, self.suite(t)) for t in tasks)
         )
-        cost = {
-            task_id: sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
-            for task_id, reference in zip(tasks, references, strict=True)
-        }
+        cost = dict(zip(tasks, costs, strict=True))
         ordered = sorted(solutions, key=lambda s: cost[s.task_id], reverse=True)
         await asyncio.gather(*(self.judge(s) for s in ordered))
 

@@ -1,11 +1,12 @@
 """What one program costs the sandbox before its own work: a trivial function judged on one test,
-many times over, one at a time; next to a bare ``python -c pass`` and a bare bubblewrap start.
+many times over, one at a time, under each engine (children forked by a zygote, and children
+exec'd in a fresh bubblewrap); next to a bare ``python -c pass`` and a bare bubblewrap start.
 
     .venv/bin/python measurements/sandbox_overhead.py [--programs 100]
 
-Prints the median and 90th percentile, in milliseconds, of the wall time per judged program.
-Works on any corebench version (it uses only ``Executor.evaluate``), so two checkouts can be
-compared on the same machine with PYTHONPATH.
+Prints the median and 90th percentile, in milliseconds, of the time from handing the job to the
+sandbox to the first test's report ("job to first test"), and of the whole judged program
+(start to verdict, the child's exit and clean-up included).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 
 from corebench.harness import FunctionalSuite
 from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.executor import _budgets
 
 SUITE = FunctionalSuite(
     entry_point="add",
@@ -44,16 +46,25 @@ def timed_command(argv: list[str], runs: int) -> list[float]:
     return out
 
 
-async def judged(programs: int) -> list[float]:
-    executor = Executor(workers=1)
+async def judged(programs: int, engine: str) -> tuple[list[float], list[float]]:
+    """(job to first test, whole judged program) per program."""
+    executor = Executor(workers=1, engine=engine)
     await executor.reference("overhead/add", SUITE)
-    out = []
+    first, whole = [], []
     for _ in range(programs):
         started = time.perf_counter()
-        result = await executor.evaluate("overhead/add", 0, SUITE.reference_code, SUITE)
-        out.append(time.perf_counter() - started)
-        assert result.passed, result.first_failure
-    return out
+        reported: list[float] = []
+
+        def keep_going(index: int, event: dict, reported=reported) -> bool:
+            reported.append(time.perf_counter())
+            return True
+
+        job = executor.job(SUITE, SUITE.reference_code, [1.0])
+        judged = await executor.run_judging(job, _budgets([1.0], SUITE.mode), keep_going)
+        whole.append(time.perf_counter() - started)
+        assert judged.tests and judged.tests[0]["status"] == "ok", judged
+        first.append(reported[0] - started)
+    return first, whole
 
 
 def main() -> None:
@@ -61,12 +72,15 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=100)
     args = parser.parse_args()
     python = [sys.executable, "-I", "-S", "-c", "pass"]
-    print(f"python -I -S -c pass:      {percentiles(timed_command(python, args.programs))}")
+    print(f"python -I -S -c pass:         {percentiles(timed_command(python, args.programs))}")
     bwrap = shutil.which("bwrap")
     if bwrap:
         argv = [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", *python]
-        print(f"bwrap + python -c pass:    {percentiles(timed_command(argv, args.programs))}")
-    print(f"judged program (1 test):   {percentiles(asyncio.run(judged(args.programs)))}")
+        print(f"bwrap + python -c pass:       {percentiles(timed_command(argv, args.programs))}")
+    for engine in ("fork", "exec"):
+        first, whole = asyncio.run(judged(args.programs, engine))
+        print(f"{engine}: job to first test:     {percentiles(first)}")
+        print(f"{engine}: whole judged program:  {percentiles(whole)}")
 
 
 if __name__ == "__main__":

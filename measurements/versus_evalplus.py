@@ -2,6 +2,9 @@
 
 After one cold run of each (EvalPlus computes its ground truth; corebench its reference outputs),
 the two alternate for --rounds warm rounds, so a drift in the machine's speed hits both alike.
+Each round also times the machine's limit for the reference set: every test of every reference
+solution called in plain worker processes (one per core, slowest task first), with no isolation,
+no output transfer and no comparison: what no judge on this machine can beat.
 Prints every round, the speed-up of the medians, and per-sample agreement of the base and
 base+extra verdicts, listing every disagreement. Without --samples, the benchmark's reference
 solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
@@ -15,7 +18,9 @@ their reference solution as a filler, which is judged but left out of the agreem
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -97,17 +102,28 @@ def main() -> None:
 
     print(f"cold: evalplus.evaluate {run_evalplus('cold'):.1f} s, ", end="")
     print(f"corebench evaluate {run_corebench('cold'):.1f} s")
-    theirs_s, ours_s = [], []
+    theirs_s, ours_s, limit_s = [], [], []
+    own_references = not (args.samples or args.from_run)
+    work = costliest_first(reference_work(benchmark)) if own_references else []
     for round_ in range(args.rounds):
         theirs_s.append(run_evalplus(f"warm{round_}"))
         ours_s.append(run_corebench(f"warm{round_}"))
+        limit_s.append(machine_limit(work) if own_references else 0)
         print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
-        print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)")
+        print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)", end="")
+        print(f", the machine's limit {limit_s[-1]:.1f} s" if limit_s[-1] else "")
     print(
         f"median warm: evalplus.evaluate {statistics.median(theirs_s):.1f} s, corebench evaluate "
         f"{statistics.median(ours_s):.1f} s; speed-up "
         f"{statistics.median(theirs_s) / statistics.median(ours_s):.2f}x"
     )
+    if all(limit_s):
+        limit = statistics.median(limit_s)
+        print(
+            f"the machine's limit (plain processes, no isolation): {limit:.1f} s, "
+            f"{statistics.median(theirs_s) / limit:.2f}x evalplus.evaluate; corebench takes "
+            f"{statistics.median(ours_s) / limit:.2f}x the limit"
+        )
 
     last = args.rounds - 1
     theirs = json.loads((work / f"evalplus-warm{last}" / "samples_eval_results.json").read_text())
@@ -137,6 +153,47 @@ def main() -> None:
     for key in ("base", "plus"):
         print(f"agreement ({key}): {agree[key]}/{real} = {100 * agree[key] / real:.2f}%")
     print(f"work dir: {work}")
+
+
+def _run_task(work: tuple[str, str, list]) -> float:
+    """One reference's every test, called in this plain process (the benchmark's own code)."""
+    code, entry_point, inputs = work
+    started = time.process_time()
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(code, "<reference>", "exec"), namespace)  # noqa: S102 - dataset references
+    function = namespace[entry_point]
+    for args in inputs:
+        function(*copy.deepcopy(args))
+    return time.process_time() - started
+
+
+def reference_work(benchmark) -> list[tuple[str, str, list]]:
+    """(code, entry point, every test's input) of every reference solution."""
+    work = []
+    for task_id, problem in benchmark.problems.items():
+        suite = benchmark.test_suite(task_id)
+        code = problem["prompt"] + problem["canonical_solution"]
+        code = suite.prelude + code if suite.prelude else code
+        if suite.setup_code:
+            code += "\n" + suite.setup_code
+        work.append((code, suite.entry_point, [a for n in suite.inputs for a in suite.inputs[n]]))
+    return work
+
+
+def machine_limit(work: list[tuple[str, str, list]]) -> float:
+    """Wall seconds to call every reference on every test in os.cpu_count() plain processes, in
+    the order given (costliest first: ``costliest_first``)."""
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        started = time.perf_counter()
+        for _ in pool.imap_unordered(_run_task, work, chunksize=1):
+            pass
+        return time.perf_counter() - started
+
+
+def costliest_first(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list]]:
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        costs = pool.map(_run_task, work, chunksize=1)
+    return [w for _, w in sorted(zip(costs, work, strict=True), key=lambda pair: -pair[0])]
 
 
 def sample_numbers(rows: list[dict]) -> list[int]:

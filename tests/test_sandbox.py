@@ -9,6 +9,7 @@ import os
 import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
+from corebench.harness.comparators import Close
 from corebench.harness.config import CALIBRATION_REFERENCE_S
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import calibrated
@@ -29,6 +30,14 @@ BWRAP = isolation_mode() == "bwrap"
 needs_bwrap = pytest.mark.skipif(
     not BWRAP, reason="only bubblewrap confines this; never tried unconfined"
 )
+
+
+@pytest.fixture(autouse=True, params=["fork", "exec"])
+def engine(request, monkeypatch) -> str:
+    """Every test here runs under both engines: children forked by a zygote, and children
+    exec'd in a fresh bubblewrap each."""
+    monkeypatch.setenv("COREBENCH_ENGINE", request.param)
+    return request.param
 
 
 def judge(code: str, suite: FunctionalSuite = ADD):
@@ -282,7 +291,6 @@ def test_files_outside_the_sandbox_and_network_are_out_of_reach(tmp_path):
         "open('/usr/lib/corebench-was-here', 'w')",
         "socket.create_connection(('127.0.0.1', 22), timeout=1)",
         "socket.create_connection(('pypi.org', 443), timeout=1)",
-        "os.kill(1, 9)",
         "open('/proc/self/clear_refs', 'w').write('5')",  # hiding its memory peak
     ],
 )
@@ -291,6 +299,15 @@ def test_an_escape_the_sandbox_blocks_is_a_sandbox_violation(escape):
     code = f"import os, socket\ndef add(a, b):\n    {escape}\n    return a + b\n"
     result = judge(code)
     assert result.verdict is Verdict.sandbox_violation, result.first_failure
+
+
+@needs_bwrap
+def test_signalling_the_sandbox_init_ends_neither_the_sandbox_nor_the_run():
+    # pid 1 is the sandbox's own init: a root harness's program (nobody) may not signal it; an
+    # unprivileged one may, and the init ignores it, as every namespace's init does
+    code = "import os\ndef add(a, b):\n    os.kill(1, 9)\n    return a + b\n"
+    assert judge(code).verdict in (Verdict.passed, Verdict.sandbox_violation)
+    assert judge(ADD.reference_code).verdict is Verdict.passed
 
 
 def test_an_exception_of_the_program_itself_stays_a_runtime_error():
@@ -507,3 +524,57 @@ def test_a_program_that_ends_at_once_gets_a_verdict_not_a_sandbox_error():
 
     results = asyncio.run(judge_all())
     assert {r.verdict for r in results} == {Verdict.runtime_error}
+
+
+def test_an_output_identical_to_the_reference_is_accepted_without_decoding(monkeypatch):
+    from corebench.harness.sandbox import verdicts
+
+    real, calls = verdicts.decoded, []
+    monkeypatch.setattr(verdicts, "decoded", lambda event: calls.append(event) or real(event))
+    assert judge("def add(a, b):\n    return b + a\n").verdict is Verdict.passed
+    # plain JSON identical to the reference's is compared as it came; only the tagged big
+    # integer (10**30 + 1) is decoded
+    assert [c["output"]["$"] for c in calls] == ["bigint"]
+    wrong = judge("def add(a, b):\n    return a + b + 1\n")
+    assert wrong.verdict is Verdict.wrong_answer and len(calls) == 2
+
+
+def test_a_comparator_that_may_refuse_equal_outputs_is_always_asked():
+    from corebench.harness.comparators import Comparator
+
+    class Never(Comparator):
+        name = "never"
+
+        def __call__(self, output, expected, args):
+            return False
+
+    suite = FunctionalSuite(
+        entry_point="add",
+        reference_code=ADD.reference_code,
+        inputs={"base": [[1, 2]]},
+        comparator=Never(),
+        fingerprint="test-never",
+    )
+    assert judge(ADD.reference_code, suite).verdict is Verdict.wrong_answer
+
+
+def test_a_nan_output_equal_in_json_is_still_compared_as_a_float():
+    suite = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(x):\n    return float('nan')\n",
+        inputs={"base": [[1]]},
+        comparator=Close(),
+        fingerprint="test-nan",
+    )
+    # NaN equals nothing, as in EvalPlus: the identical report must not pass by its JSON
+    assert judge(suite.reference_code, suite).verdict is Verdict.wrong_answer
+
+
+def test_a_reference_cost_is_read_without_loading_the_reference():
+    asyncio.run(Executor(workers=1).reference("t/add", ADD))
+    fresh = Executor(workers=1)
+    cost = asyncio.run(fresh.reference_cost("t/add", ADD))
+    assert cost > 0 and fresh.oracle._memory == {}
+    reference = asyncio.run(fresh.reference("t/add", ADD))
+    total = sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
+    assert cost == pytest.approx(total)

@@ -106,6 +106,11 @@ class ProcessMeter:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self._pidfd, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL, by pidfd: never another process that reused the pid."""
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
     def close(self) -> None:
         for fd in (self._pidfd, self._status, self._stat, self._clear_refs):
             if fd is not None:

@@ -8,10 +8,12 @@ encoding. Standard library only: the child imports it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 MAX_DEPTH = 100
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # scalars JSON holds as they are
 
 
 class Opaque:
@@ -48,6 +50,19 @@ class Digest:
 
     def __repr__(self) -> str:
         return f"<output with sha256 {self.hex[:12]}…>"
+
+
+def plain_json(tree) -> bool:
+    """Whether a parsed JSON output decodes to itself: a scalar, or a list of scalars or of lists
+    of scalars (no tag, so no non-finite float). Then JSON equality is Python equality of the
+    decoded values. Checked at C speed; deeper or tagged trees answer False."""
+    if type(tree) is not list:
+        return type(tree) in _PLAIN
+    if _PLAIN.issuperset(map(type, tree)):
+        return True
+    return {list}.issuperset(map(type, tree)) and all(
+        _PLAIN.issuperset(map(type, row)) for row in tree
+    )
 
 
 def reported_output(event: dict):
@@ -132,13 +147,12 @@ def encode(value, depth: int = 0):
 
 
 PICKLE_DIGEST_ITEMS = 65_536  # long outputs made of flat rows are hashed from a canonical pickle
-_PLAIN = {str, int, float, bool, type(None)}
 
 
 def _flat_rows(value) -> bool:
-    """Every item is an exact tuple or list of untagged scalars (checked at C speed per item)."""
-    return set(map(type, value)) <= {tuple, list} and all(
-        set(map(type, row)) <= _PLAIN for row in value
+    """Every item is an exact tuple or list of untagged scalars (one pass at C speed)."""
+    return set(map(type, value)) <= {tuple, list} and _PLAIN.issuperset(
+        map(type, itertools.chain.from_iterable(value))
     )
 
 
@@ -194,12 +208,14 @@ def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, st
 def decode(data):
     """Rebuild plain Python values (only built-in types; never anything the solution defined)."""
     if isinstance(data, list):
+        if _PLAIN.issuperset(map(type, data)):  # only scalars: a copy at C speed
+            return data[:]  # a new list every time (a program may change its arguments)
         return [decode(v) for v in data]
     if not isinstance(data, dict):
         return data
     tag, v = data.get("$"), data.get("v")
     if tag == "tuple":
-        return tuple(decode(x) for x in v)
+        return tuple(v) if _PLAIN.issuperset(map(type, v)) else tuple(decode(x) for x in v)
     if tag == "set":
         return {decode(x) for x in v}
     if tag == "frozenset":

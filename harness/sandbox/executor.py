@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from typing import Any
 
 from ..comparators import Close, Tokens
@@ -31,6 +32,7 @@ from ..testsuite import FunctionalSuite
 from .codec import encode
 from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
 from .judging import Judged, KeepGoing, run_judging, wall_budget
+from .launch import ZygotePool, engine_setting
 from .oracle import Oracle, Reference, reference_key
 from .protocol import Job, Limits, call_test, expr_test, stdio_test
 from .supervisor import Budget
@@ -68,8 +70,13 @@ class Executor:
         workers: int | None = None,
         memory_bytes: int | None = None,
         isolation: str | None = None,
+        engine: str | None = None,
     ):
         self.mode = isolation_mode(isolation)
+        self.engine = engine_setting(engine, self.mode)
+        self.zygotes = ZygotePool(self.mode) if self.engine == "fork" else None
+        if self.zygotes is not None:  # no zygote outlives its executor
+            weakref.finalize(self, self.zygotes.close)
         self.memory_bytes = memory_bytes or memory_limit_bytes()
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
@@ -127,7 +134,12 @@ class Executor:
     ) -> Judged:
         async with self._slots:
             judged = await asyncio.to_thread(
-                run_judging, job, budgets, mode=self.mode, keep_going=keep_going
+                run_judging,
+                job,
+                budgets,
+                mode=self.mode,
+                keep_going=keep_going,
+                zygotes=self.zygotes,
             )
         if not judged.started:  # nothing of the program ran yet: the sandbox itself failed
             launcher = judged.ending.launcher.strip().splitlines()[-1:]
@@ -138,6 +150,10 @@ class Executor:
     # --- reference outputs ---------------------------------------------------------------------
     async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
         return await self.oracle.reference(task_id, suite)
+
+    async def reference_cost(self, task_id: str, suite: FunctionalSuite) -> float:
+        """CPU seconds the reference needs for all of the suite's tests."""
+        return await self.oracle.cost(task_id, suite)
 
     # --- solutions -----------------------------------------------------------------------------
     async def evaluate(

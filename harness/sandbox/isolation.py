@@ -139,13 +139,17 @@ def _readonly_roots() -> list[str]:
     return real
 
 
-def child_command(workdir: str, mode: str, fixed_layout: bool = False) -> tuple[list[str], str]:
+def child_command(
+    workdir: str, mode: str, fixed_layout: bool = False, zygote: bool = False
+) -> tuple[list[str], str]:
     """The argv that runs the sandbox child, and the working directory it sees.
 
     ``fixed_layout`` (measurement phase) turns address-space randomization off for the child, where
     util-linux's ``setarch`` exists: a randomized layout alone moves a pure-Python loop's speed by a
-    few per cent from one process to the next."""
-    child = str(Path(__file__).with_name("child.py"))
+    few per cent from one process to the next. ``zygote`` runs ``zygote.py`` instead, in the same
+    sandbox, keeping CAP_SYS_ADMIN (in its user namespace) to give each fork namespaces of its own.
+    """
+    child = str(Path(__file__).with_name("zygote.py" if zygote else "child.py"))
     # -S: no site processing (.pth files, editable-install finders: ~40 ms per start); the job
     # lists the site-packages folders instead, so solutions can still import installed packages.
     python = [sys.executable, "-I", "-S", "-B", child]
@@ -161,11 +165,10 @@ def child_command(workdir: str, mode: str, fixed_layout: bool = False) -> tuple[
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]
-    if os.geteuid() != 0:
-        argv.append(
-            "--unshare-user"
-        )  # unprivileged bubblewrap; root instead drops to NOBODY in the child
-    # /tmp first: the binds below may live under it (a checkout or venv in /tmp) and must stay visible.
+    if os.geteuid() != 0:  # unprivileged bubblewrap; root instead drops to NOBODY in the child
+        argv.append("--unshare-user")
+        if zygote:
+            argv += ["--cap-add", "CAP_SYS_ADMIN"]
     # /proc read-only: a program cannot reset its own memory high-water mark (the harness resets
     # it through the host's /proc); /tmp first: the binds below may live under it (a checkout or
     # venv in /tmp) and must stay visible.

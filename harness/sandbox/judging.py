@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import STARTUP_ALLOWANCE_S, WALL_SLACK_FACTOR
+from .launch import ZygotePool
 from .protocol import Job
 from .supervisor import Budget, Child, Ending, Stopped
 
@@ -50,10 +51,12 @@ def run_judging(
     mode: str,
     keep_going: KeepGoing | None = None,
     fixed_layout: bool = False,
+    zygotes: ZygotePool | None = None,
 ) -> Judged:
-    """Run ``job`` (which lists its tests) with one budget per test."""
+    """Run ``job`` (which lists its tests) with one budget per test; the child is forked by one
+    of ``zygotes`` when given, else exec'd."""
     judged = Judged(trusted=job.mode == "stdio" or job.self_timing is not None, isolation=mode)
-    with Child(job, mode=mode, fixed_layout=fixed_layout) as child:
+    with Child(job, mode=mode, fixed_layout=fixed_layout, zygotes=zygotes) as child:
         baseline_kb = None
         try:
             child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))

@@ -11,6 +11,7 @@ the Python version and the timing settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import platform
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..config import (
@@ -38,11 +40,35 @@ REFERENCE_FORMAT = 7  # bump when the cached reference format changes
 RunJudging = Callable[[Job, list[Budget]], Awaitable[Judged]]
 
 
+class Expected:
+    """Expected outputs per suite, decoded on first use. ``stored`` keeps them as the cache does
+    (the JSON the child reported, or a digest), so that an identical report needs no decoding."""
+
+    def __init__(
+        self,
+        decoded: dict[str, list[Any]] | None = None,
+        stored: dict[str, list[dict[str, Any]]] | None = None,
+    ):
+        self.stored = stored
+        self._decoded: dict[str, list[Any]] = dict(decoded or {})
+
+    def __getitem__(self, name: str) -> list[Any]:
+        if name not in self._decoded:
+            if self.stored is None or name not in self.stored:
+                raise KeyError(name)
+            self._decoded[name] = [reported_output(o) for o in self.stored[name]]
+        return self._decoded[name]
+
+    def stored_output(self, name: str, index: int) -> dict[str, Any] | None:
+        """The cached form of one expected output; None when the dataset states them."""
+        return None if self.stored is None else self.stored[name][index]
+
+
 @dataclass
 class Reference:
     """Expected outputs and the reference solution's CPU time, per suite and test."""
 
-    outputs: dict[str, list[Any]]
+    outputs: Expected
     cpu_s: dict[str, list[float | None]]  # None: no reference time (the suite's limit applies)
 
 
@@ -73,7 +99,7 @@ class Oracle:
         """Expected outputs (the dataset's, when it states them) and reference CPU times."""
         if suite.expected is not None and not suite.reference_code:
             return Reference(
-                outputs=suite.expected,
+                outputs=Expected(suite.expected),
                 cpu_s={name: [None] * len(outs) for name, outs in suite.expected.items()},
             )
         key = reference_key(task_id, suite)
@@ -82,25 +108,37 @@ class Oracle:
         async with self._locks.setdefault(key, asyncio.Lock()):
             if key not in self._memory:
                 data = await self._cached(key, task_id, suite)
-                outputs = {
-                    name: [reported_output(o) for o in outs]
-                    for name, outs in data["outputs"].items()
-                }
-                self._memory[key] = Reference(suite.expected or outputs, data["cpu_s"])
+                outputs = (
+                    Expected(suite.expected) if suite.expected else Expected(None, data["outputs"])
+                )
+                self._memory[key] = Reference(outputs, data["cpu_s"])
             return self._memory[key]
 
-    async def _cached(self, key: str, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
-        path = cache_dir() / "references" / f"{key}.json"
-        if path.exists():
+    async def cost(self, task_id: str, suite: FunctionalSuite) -> float:
+        """The reference's CPU seconds over all tests (how long judging the task takes), read
+        from a small file beside the cached reference: ordering work by cost does not have to
+        load every reference first."""
+        if suite.expected is not None and not suite.reference_code:
+            return 0.0
+        key = reference_key(task_id, suite)
+        if key not in self._memory:
             try:
-                return json.loads(path.read_text())
-            except ValueError:  # a torn or foreign file: computed again below
+                return float(_path(key, ".cost").read_text())
+            except (OSError, ValueError):
                 pass
-        data = await self._compute(task_id, suite)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
+        return _total_cpu((await self.reference(task_id, suite)).cpu_s)
+
+    async def _cached(self, key: str, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
+        path = _path(key, ".json")
+        data = None
+        if path.exists():
+            with contextlib.suppress(ValueError):  # a torn or foreign file: computed again below
+                data = json.loads(path.read_text())
+        if data is None:
+            data = await self._compute(task_id, suite)
+            _write(path, json.dumps(data))
+        if not _path(key, ".cost").exists():
+            _write(_path(key, ".cost"), repr(_total_cpu(data["cpu_s"])))
         return data
 
     async def _compute(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
@@ -137,6 +175,22 @@ class Oracle:
             cpu[name] = [tests[i].get("cpu") if i in tests else None for i in span]
             index = span.stop
         return {"outputs": outputs, "cpu_s": cpu}
+
+
+def _path(key: str, suffix: str) -> Path:
+    return cache_dir() / "references" / f"{key}{suffix}"
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomically: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _total_cpu(cpu_s: dict[str, list[float | None]]) -> float:
+    return sum(c or 0.0 for times in cpu_s.values() for c in times)
 
 
 def _why_stopped(judged: Judged) -> str:

@@ -18,13 +18,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
-import shutil
 import signal
 import socket
 import struct
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +28,7 @@ from typing import Any
 
 from ..config import MAX_OUTPUT_BYTES, MAX_RESULT_BYTES
 from .accounting import ProcessMeter
-from .isolation import child_command, minimal_env
+from .launch import ExecLaunch, ForkLaunch, ZygotePool
 from .protocol import MAX_LINE_BYTES, Job, ProtocolError, parse_event
 
 READ_CHUNK = 1 << 20
@@ -95,26 +91,22 @@ class Child:
     """One child process: start it with a job, read its events under budgets, send requests,
     measure it, and stop it. Not thread-safe; one harness thread drives it."""
 
-    def __init__(self, job: Job, *, mode: str, fixed_layout: bool = False):
-        self.workdir = tempfile.mkdtemp(prefix="corebench-")
-        os.chmod(self.workdir, 0o777)
-        argv, home = child_command(self.workdir, mode, fixed_layout=fixed_layout)
-        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        self._launcher_log = open(Path(self.workdir, "launcher.txt"), "wb")  # noqa: SIM115
+    def __init__(
+        self,
+        job: Job,
+        *,
+        mode: str,
+        fixed_layout: bool = False,
+        zygotes: ZygotePool | None = None,
+    ):
         self.started = time.perf_counter()
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=self.workdir,
-                env=minimal_env(home),
-                stdin=theirs,
-                stdout=subprocess.DEVNULL,
-                stderr=self._launcher_log,  # bubblewrap's or the interpreter's own complaints
-                start_new_session=True,  # its own process group: killing it kills every descendant
-            )
-        finally:
-            theirs.close()
+        if zygotes is not None:
+            self.launch: ExecLaunch | ForkLaunch = zygotes.launch(fixed_layout)
+        else:
+            self.launch = ExecLaunch(mode, fixed_layout=fixed_layout)
+        self.workdir = self.launch.folder
+        self.sock = self.launch.sock
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         self.pid: int | None = None
         self.meter: ProcessMeter | None = None
         self.marks = self._arrival = Marks()
@@ -232,11 +224,8 @@ class Child:
 
     # --- ending -------------------------------------------------------------------------------------
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        if self.pid is not None and self.meter is not None and self.meter.alive():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.pid, signal.SIGKILL)
+        """SIGKILL the child and everything it started (nothing in it can catch that)."""
+        self.launch.kill(self.meter)
 
     def finish(self, grace_s: float = 5.0) -> Ending:
         """Close the channel, let the child exit (kill it after ``grace_s``), collect its logs."""
@@ -244,24 +233,21 @@ class Child:
             return self.ending
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_WR)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
+        returncode = self.launch.wait(grace_s)
+        if returncode is None:
             self.kill()
-            self.proc.wait()
-        self.kill()  # whatever it left behind in its group
+            returncode = self.launch.wait(None)
+        self.kill()  # whatever it left behind
         self.sock.close()
         if self.meter is not None:
             self.meter.close()
-        self._launcher_log.close()
         self.ending = Ending(
-            returncode=self.proc.returncode,
+            returncode=returncode,
             wall_s=time.perf_counter() - self.started,
             stdout=_tail(Path(self.workdir, "stdout.txt")),
             stderr=_tail(Path(self.workdir, "stderr.txt")),
-            launcher=_tail(Path(self.workdir, "launcher.txt")),
         )
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.ending.launcher = self.launch.close()[:MAX_OUTPUT_BYTES]
         return self.ending
 
     def __enter__(self) -> Child:

@@ -8,8 +8,9 @@ import reprlib
 from typing import Any
 
 from ..records import ExecutionResult, TestOutcome, Verdict
-from .codec import reported_output
+from .codec import plain_json, reported_output
 from .judging import Judged
+from .oracle import Expected
 from .supervisor import Ending, Stopped
 
 # Errors that only a program reaching past the sandbox gets: writing outside its folder,
@@ -66,9 +67,14 @@ def decoded(event: dict[str, Any]) -> Any:
 class Verdicts:
     """Builds one ExecutionResult; ``checked`` holds comparisons made while the run went on."""
 
-    def __init__(self, plan: list[tuple[str, int, Any]], expected: Any, comparator: Any):
+    def __init__(
+        self,
+        plan: list[tuple[str, int, Any]],
+        expected: Expected | dict[str, list[Any]],
+        comparator: Any,
+    ):
         self.plan = plan  # (suite name, index in suite, decoded input) per test, in run order
-        self.expected = expected  # suite name -> expected outputs
+        self.expected = expected if isinstance(expected, Expected) else Expected(expected)
         self.comparator = comparator
         self.checked: dict[int, tuple[Any, bool]] = {}
 
@@ -76,6 +82,9 @@ class Verdicts:
         """(output, acceptable) for a test event with status ok."""
         if index not in self.checked:
             name, i, args = self.plan[index]
+            if self._identical(name, i, event):  # no decoding: the same plain JSON as expected
+                self.checked[index] = (event["output"], True)
+                return self.checked[index]
             output = decoded(event)
             try:
                 ok = bool(self.comparator(output, self.expected[name][i], args))
@@ -83,6 +92,17 @@ class Verdicts:
                 ok = False
             self.checked[index] = (output, ok)
         return self.checked[index]
+
+    def _identical(self, name: str, index: int, event: dict[str, Any]) -> bool:
+        if not getattr(self.comparator, "accepts_equal", False) or "output" not in event:
+            return False
+        stored = self.expected.stored_output(name, index)
+        return (
+            stored is not None
+            and "output" in stored
+            and plain_json(event["output"])
+            and event["output"] == stored["output"]
+        )
 
     def keep_going(self, stop_on_failure: bool):
         """The judging run's callback: compare each output as it arrives."""

@@ -54,6 +54,11 @@ class EvalPlusComparator(Comparator):
     def __init__(self, dataset: str, entry_point: str, atol: float = 0.0):
         self.dataset, self.entry_point, self.atol = dataset, entry_point, atol
 
+    @property
+    def accepts_equal(self) -> bool:  # type: ignore[override]
+        """Equal is acceptable except for HumanEval/32, where only a root is (checked anew)."""
+        return not (self.dataset == "humaneval" and self.entry_point == "find_zero")
+
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:
         try:
             if self.dataset == "humaneval" and self.entry_point == "find_zero":

@@ -1,0 +1,138 @@
+"""The fork engine: children forked by a pre-started zygote are confined like fresh sandboxes,
+nothing one program leaves reaches the next one in the same zygote, and without a working zygote
+programs start exec'd, with a warning. (Every test of test_sandbox.py runs under both engines.)"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import psutil
+import pytest
+
+from corebench.harness import FunctionalSuite, Verdict
+from corebench.harness.sandbox import Executor, launch
+from corebench.harness.sandbox.isolation import isolation_mode
+
+pytestmark = pytest.mark.skipif(
+    isolation_mode() != "bwrap", reason="the fork engine needs bubblewrap"
+)
+
+ADD = FunctionalSuite(
+    entry_point="add",
+    reference_code="def add(a, b):\n    return a + b\n",
+    inputs={"base": [[1, 2], [3, 4]]},
+    fingerprint="test-engine-add",
+)
+
+
+def judge_all(executor: Executor, programs: list[str]):
+    """Judge ``programs`` one after another on one executor (with one worker: one zygote)."""
+
+    async def run():
+        return [await executor.evaluate("t/add", i, code, ADD) for i, code in enumerate(programs)]
+
+    return asyncio.run(run())
+
+
+def test_a_zygote_serves_every_program_of_a_one_worker_executor():
+    executor = Executor(workers=1, engine="fork")
+    results = judge_all(executor, [ADD.reference_code] * 5)
+    assert [r.verdict for r in results] == [Verdict.passed] * 5
+    assert executor.zygotes is not None and executor.zygotes.available
+    # one zygote forked them all (and the reference's run, unless its outputs were cached)
+    assert len(executor.zygotes._all) == 1 and executor.zygotes._all[0].count in (5, 6)
+
+
+LEAVE_FILES = (
+    "import os\n"
+    "def add(a, b):\n"
+    "    for path in ('/sandbox/left', '/tmp/left', '/dev/shm/left', '/left', '/dev/left'):\n"
+    "        try:\n"
+    "            open(path, 'w').write('x')\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    return a + b\n"
+)
+FIND_FILES = (
+    "import os\n"
+    "def add(a, b):\n"
+    "    paths = ('/sandbox/left', '/tmp/left', '/dev/shm/left', '/left', '/dev/left')\n"
+    "    found = [p for p in paths if os.path.exists(p)]\n"
+    "    return a + b if not found else found\n"
+)
+
+
+def test_files_a_program_leaves_are_gone_for_the_next_one():
+    results = judge_all(Executor(workers=1, engine="fork"), [LEAVE_FILES, FIND_FILES])
+    assert results[0].verdict is Verdict.passed
+    assert results[1].verdict is Verdict.passed, results[1].first_failure
+
+
+def test_processes_a_program_leaves_die_with_it():
+    daemon = (
+        "import os, time\n"
+        "def add(a, b):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"  # out of its process group, as a daemon would
+        "        if os.fork() == 0:\n"
+        "            while True:\n"
+        "                time.sleep(0.05)\n"
+        "        os._exit(0)\n"
+        "    return a + b\n"
+    )
+    executor = Executor(workers=1, engine="fork")
+    assert judge_all(executor, [daemon])[0].verdict is Verdict.passed
+    (zygote,) = executor.zygotes._all
+    left = psutil.Process(zygote.proc.pid).children(recursive=True)
+    # bubblewrap's own processes and the zygote: nothing of the program
+    assert len(left) <= 2 and all("zygote.py" in " ".join(p.cmdline()) or p.name() == "bwrap"
+                                  for p in left), [p.cmdline() for p in left]  # fmt: skip
+
+
+def test_shared_memory_of_one_program_is_invisible_to_the_next():
+    create = (
+        "import ctypes\n"
+        "def add(a, b):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    assert libc.shmget(4242, 4096, 0o1666) >= 0\n"  # IPC_CREAT | 0666
+        "    return a + b\n"
+    )
+    find = (
+        "import ctypes\n"
+        "def add(a, b):\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    return a + b if libc.shmget(4242, 0, 0) < 0 else 'found'\n"
+    )
+    results = judge_all(Executor(workers=1, engine="fork"), [create, find])
+    assert [r.verdict for r in results] == [Verdict.passed, Verdict.passed], results[
+        1
+    ].first_failure
+
+
+def test_a_fork_runs_without_capabilities():
+    code = (
+        "def add(a, b):\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    caps = [line.split()[1] for line in status.splitlines() if line.startswith('Cap')]\n"
+        "    return a + b if all(int(c, 16) == 0 for c in caps[:3]) else caps\n"  # Inh, Prm, Eff
+    )
+    result = judge_all(Executor(workers=1, engine="fork"), [code])[0]
+    assert result.verdict is Verdict.passed, result.first_failure
+
+
+def test_a_zygote_that_cannot_start_leaves_programs_to_exec_with_a_warning(monkeypatch):
+    real = launch.child_command
+
+    def broken(workdir, mode, fixed_layout=False, zygote=False):
+        argv, home = real(workdir, mode, fixed_layout=fixed_layout, zygote=zygote)
+        return (["/bin/false"] if zygote else argv), home
+
+    monkeypatch.setattr(launch, "child_command", broken)
+    executor = Executor(workers=1, engine="fork")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = judge_all(executor, [ADD.reference_code, "def add(a, b):\n    return a - b\n"])
+    assert [r.verdict for r in results] == [Verdict.passed, Verdict.wrong_answer]
+    assert not executor.zygotes.available
+    assert [str(w.message) for w in caught if w.category is launch.EngineWarning][:1], caught
