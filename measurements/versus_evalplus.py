@@ -104,11 +104,11 @@ def main() -> None:
     print(f"corebench evaluate {run_corebench('cold'):.1f} s")
     theirs_s, ours_s, limit_s = [], [], []
     own_references = not (args.samples or args.from_run)
-    work = costliest_first(reference_work(benchmark)) if own_references else []
+    limit_work = costliest_first(reference_work(benchmark)) if own_references else []
     for round_ in range(args.rounds):
         theirs_s.append(run_evalplus(f"warm{round_}"))
         ours_s.append(run_corebench(f"warm{round_}"))
-        limit_s.append(machine_limit(work) if own_references else 0)
+        limit_s.append(machine_limit(limit_work) if own_references else 0)
         print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
         print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)", end="")
         print(f", the machine's limit {limit_s[-1]:.1f} s" if limit_s[-1] else "")

@@ -2,9 +2,9 @@
 kernel accounting, and its limits.
 
 Everything here runs in a harness thread, outside the sandbox. The child is started under
-bubblewrap (or, only when asked, unconfined) with one end of a Unix socket pair as its fd 0; the
-harness's end has ``SO_PASSCRED`` set, so the kernel stamps every message with the sender's pid
-in the harness's pid namespace. The first message (``ready``, sent before any program code runs)
+bubblewrap (exec'd, or forked by a zygote: ``launch.py``; or, only when asked, unconfined) with
+one end of a Unix socket pair as its fd 0; the harness's end has ``SO_PASSCRED`` set, so the
+kernel stamps every message with the sender's pid in the harness's pid namespace. The first message (``ready``, sent before any program code runs)
 names the child; a message from any other process (a fork of the program) is a violation.
 
 Limits are the harness's: while waiting for the next event it reads the child's CPU clock and
