@@ -36,9 +36,17 @@ def judge_all(executor: Executor, programs: list[str]):
 
 
 def test_a_zygote_serves_every_program_of_a_one_worker_executor():
+    wrong = "def add(a, b):\n    return a - b\n"
+    spin = "def add(a, b):\n    while True:\n        pass\n"
     executor = Executor(workers=1, engine="fork")
-    results = judge_all(executor, [ADD.reference_code] * 5)
-    assert [r.verdict for r in results] == [Verdict.passed] * 5
+    results = judge_all(executor, [ADD.reference_code, wrong, spin, ADD.reference_code, wrong])
+    assert [r.verdict for r in results] == [
+        Verdict.passed,
+        Verdict.wrong_answer,  # stopped at its first failure
+        Verdict.timeout,  # killed by the harness
+        Verdict.passed,
+        Verdict.wrong_answer,
+    ]
     assert executor.zygotes is not None and executor.zygotes.available
     # one zygote forked them all (and the reference's run, unless its outputs were cached)
     assert len(executor.zygotes._all) == 1 and executor.zygotes._all[0].count in (5, 6)
@@ -136,3 +144,11 @@ def test_a_zygote_that_cannot_start_leaves_programs_to_exec_with_a_warning(monke
     assert [r.verdict for r in results] == [Verdict.passed, Verdict.wrong_answer]
     assert not executor.zygotes.available
     assert [str(w.message) for w in caught if w.category is launch.EngineWarning][:1], caught
+
+
+def test_a_program_gone_at_once_keeps_its_zygote():
+    executor = Executor(workers=1, engine="fork")
+    results = judge_all(executor, ["import os\nos._exit(0)\n", ADD.reference_code])
+    assert [r.verdict for r in results] == [Verdict.runtime_error, Verdict.passed]
+    assert "code 0" in results[0].first_failure  # the exit status, as its zygote reported it
+    assert len(executor.zygotes._all) == 1

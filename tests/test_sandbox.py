@@ -35,7 +35,9 @@ needs_bwrap = pytest.mark.skipif(
 @pytest.fixture(autouse=True, params=["fork", "exec"])
 def engine(request, monkeypatch) -> str:
     """Every test here runs under both engines: children forked by a zygote, and children
-    exec'd in a fresh bubblewrap each."""
+    exec'd in a fresh bubblewrap each (the measurement phase always execs: its tests run once)."""
+    if request.param == "fork" and request.node.get_closest_marker("measurement_phase"):
+        pytest.skip("the measurement phase execs its children whatever the engine")
     monkeypatch.setenv("COREBENCH_ENGINE", request.param)
     return request.param
 
@@ -163,6 +165,7 @@ def test_work_done_in_a_thread_pool_is_counted():
     assert 0.5 < timed.runtime_ratio < 3, timed
 
 
+@pytest.mark.measurement_phase
 def test_each_test_has_its_own_peak_memory():
     suite = FunctionalSuite(
         entry_point="grab",
@@ -328,6 +331,7 @@ def test_installed_packages_are_importable_by_solutions():
     )
 
 
+@pytest.mark.measurement_phase
 def test_efficiency_is_measured_against_the_reference():
     executor = Executor(workers=2)
     suite = FunctionalSuite(
@@ -346,6 +350,7 @@ def test_efficiency_is_measured_against_the_reference():
     assert len(measured.test_cpu_s) == 2 and measured.test_cpu_s[1] > measured.test_cpu_s[0]
 
 
+@pytest.mark.measurement_phase
 def test_a_program_that_stops_its_clocks_is_timed_all_the_same():
     # its own clocks read zero; the harness reads the kernel's
     suite = WORK
@@ -355,6 +360,7 @@ def test_a_program_that_stops_its_clocks_is_timed_all_the_same():
     assert 0.5 < measured.runtime_ratio < 2 and measured.cpu_s > 0.005, measured
 
 
+@pytest.mark.measurement_phase
 def test_work_hidden_in_preparing_the_inputs_refuses_the_timing():
     # the child's own decoder, patched: preparing a test's inputs is not timed, so work there
     # would make the program look faster
@@ -367,6 +373,7 @@ def test_work_hidden_in_preparing_the_inputs_refuses_the_timing():
         asyncio.run(Executor(workers=1).measure("t/cheat", cheat + SERIAL_WORK, WORK, repeats=3))
 
 
+@pytest.mark.measurement_phase
 def test_a_background_thread_cannot_hide_its_work():
     # a thread that never stops: between the timed calls the harness holds the only CPU the
     # program may use, and it stops the program while it times the calibration work, so the
@@ -462,6 +469,7 @@ def test_a_slow_reference_test_stops_repeating_once_it_used_its_cpu_budget():
     assert slow["status"] == "ok", slow
 
 
+@pytest.mark.measurement_phase
 def test_fast_tests_are_repeated_within_a_timed_sample_and_slow_ones_are_not():
     executor = Executor(workers=1)
     suite = FunctionalSuite(

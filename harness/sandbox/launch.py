@@ -35,6 +35,7 @@ ENGINES = ("fork", "exec")
 _STARTER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="corebench-zygotes")
 ZYGOTE_START_S = 20.0  # a zygote imports the child's modules and PRELOAD once
 ENDED_GRACE_S = 10.0  # after the harness killed a fork: its zygote reports the end within this
+QUICK_END_S = 0.5  # how long a zygote has to report a child that is gone already
 
 
 class EngineWarning(UserWarning):
@@ -134,14 +135,18 @@ class Zygote:
             raise OSError(f"the zygote did not start: {self.log()[-500:].strip() or 'no output'}")
 
     def _line(self, timeout: float) -> str | None:
-        """The zygote's next line; None on timeout or once it is gone."""
+        """The zygote's next line; None if none came within ``timeout``. A zygote whose channel
+        fails or ends serves no more."""
         self.control.settimeout(timeout)
         while b"\n" not in self._buffer:
             try:
                 chunk = self.control.recv(4096)
-            except (TimeoutError, OSError):
+            except (TimeoutError, BlockingIOError):
                 return None
+            except OSError:
+                chunk = b""
             if not chunk:
+                self.healthy = False
                 return None
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
@@ -173,12 +178,14 @@ class Zygote:
 
     def ended(self, timeout: float) -> int | None:
         """The exit status of the fork in progress (128 + N for signal N); None when the zygote
-        did not say within ``timeout``, and then it serves no more."""
+        did not say within ``timeout``."""
         line = self._line(timeout)
-        words = (line or "").split()
+        if line is None:
+            return None
+        words = line.split()
         if len(words) == 3 and words[0] == "ended" and words[1] == str(self.count):
             return int(words[2])
-        self.healthy = False
+        self.healthy = False  # anything else: it serves no more
         return None
 
     def close(self) -> None:
@@ -201,18 +208,23 @@ class ForkLaunch:
         self._status: int | None = None
 
     def kill(self, meter: ProcessMeter | None = None) -> None:
-        """The child is the first process of its pid namespace: killing it (``meter`` knows it)
-        kills the rest. Before the harness knows it, only the whole zygote can be killed."""
+        """Killing the child (``meter`` knows it) ends its pid namespace and everything in it.
+        A child the harness does not know by pid is already gone (its zygote says so at once)
+        or never started: then only the whole zygote can be killed."""
         if self._status is not None:  # ended, and its namespace with it
             return
         if meter is not None:
             meter.kill()
-        else:
+        elif self.wait(QUICK_END_S) is None:
             self.zygote.close()
 
     def wait(self, timeout: float | None) -> int | None:
+        """The child's exit status, or None if it has not ended within ``timeout`` (None: the
+        grace a killed child has, after which its zygote serves no more)."""
         if self._status is None and self.zygote.healthy:
             self._status = self.zygote.ended(ENDED_GRACE_S if timeout is None else timeout)
+            if self._status is None and timeout is None:
+                self.zygote.healthy = False
         return self._status
 
     def close(self) -> str:
