@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from . import options as opts
+from .comparators import Comparator
 from .errors import UnknownNameError
 from .records import Task
 from .testsuite import FunctionalSuite
@@ -18,6 +19,9 @@ class Benchmark(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     splits: ClassVar[tuple[str, ...]] = ("test",)
+    # comparators of this benchmark's own beyond the built-in ones: suites that use them can be
+    # sent to the judging service (``corebench sandbox serve``) as data
+    comparators: ClassVar[tuple[type[Comparator], ...]] = ()
 
     class Options(opts.Options):
         """A benchmark's options (``corebench run -B KEY=VALUE``); subclasses add fields."""

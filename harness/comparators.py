@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +32,11 @@ class Comparator:
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({fields})"
+
+    def spec(self) -> dict[str, Any]:
+        """The comparator as plain data: its name and its settings, which are its constructor's
+        keyword arguments (``comparator_from_spec`` builds it again)."""
+        return {"name": self.name, **vars(self)}
 
 
 def holds_floats(value: Any) -> bool:
@@ -196,9 +202,21 @@ BUILT_IN: dict[str, type[Comparator]] = {
 
 def comparator_named(name: str) -> Comparator:
     """A built-in comparator with its default settings, by name (suites may name one)."""
-    from .errors import UnknownNameError
+    return comparator_from_spec(name)
 
+
+def comparator_from_spec(
+    spec: str | dict[str, Any], known: Mapping[str, type[Comparator]] = BUILT_IN
+) -> Comparator:
+    """A comparator from its name, or from ``Comparator.spec()``'s data, among ``known`` ones
+    (by default the built-in ones; benchmarks add theirs through ``Benchmark.comparators``)."""
+    from .errors import CorebenchError, UnknownNameError
+
+    settings = {"name": spec} if isinstance(spec, str) else dict(spec)
+    name = settings.pop("name", None)
+    if not isinstance(name, str) or name not in known:
+        raise UnknownNameError("comparator", str(name), known)
     try:
-        return BUILT_IN[name]()
-    except KeyError:
-        raise UnknownNameError("comparator", name, BUILT_IN) from None
+        return known[name](**settings)
+    except TypeError as exc:
+        raise CorebenchError(f"comparator {name!r}: bad settings {settings}: {exc}") from None

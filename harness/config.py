@@ -68,6 +68,7 @@ DEFAULT_TEST_TIME_LIMIT_S = 6.0  # per test when a suite has no reference to tim
 REFERENCE_CPU_LIMIT_S = 60.0  # per call of a reference solution
 REFERENCE_TIMING_WARMUP = 1  # untimed reference calls per test before the timed ones (time limits)
 REFERENCE_TIMING_REPEATS = 3  # timed reference calls per test; the median sets the time limit
+REFERENCES_KEPT = 4096  # reference outputs and timings an executor keeps in memory (LRU)
 REFERENCE_TIMING_BUDGET_S = 1.0  # a test stops repeating once its timed calls used this much CPU
 STDIO_FLOAT_TOLERANCE = 1e-6  # stdin/stdout checkers: numbers this close (abs or rel) are equal
 WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start-up allowance
@@ -93,6 +94,15 @@ MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peak
 # calibration work (`child.calibration_work`) in this long; about the 2-core CI machine's speed.
 CALIBRATION_REFERENCE_S = 28e-6
 CALIBRATION_SAMPLE_S = 0.002  # one calibration sample before and one after each test's timed calls
+
+# --- judging service (`corebench sandbox serve`) ----------------------------------------------------
+SERVICE_PORT = 8100  # default port (loopback by default)
+ENV_JUDGE_URL = "COREBENCH_JUDGE_URL"  # training rewards and the reward functions judge there
+ENV_JUDGE_TOKEN = "COREBENCH_JUDGE_TOKEN"  # bearer token; required when not bound to loopback
+SERVICE_PENDING_PER_WORKER = 8  # programs admitted (running or waiting) per sandbox slot; then 429
+MAX_SERVICE_REPEATS = 20  # timed calls per test a request may ask for
+MAX_REQUEST_BYTES = 64 * 1024**2  # a larger request body is refused (413)
+SERVICE_REMEMBERED_IDS = 100_000  # finished request ids kept to answer retries without judging
 
 # --- leaderboards -----------------------------------------------------------------------------
 BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks

@@ -19,7 +19,7 @@ from typing import Any
 from .benchmark import Benchmark
 from .errors import CorebenchError
 from .metadata import environment_metadata, provenance_changes
-from .records import ExecutionResult, RunConfig, Solution, Verdict
+from .records import ExecutionResult, RunConfig, Solution
 from .sandbox import Executor
 from .store import Store
 from .testsuite import FunctionalSuite
@@ -99,23 +99,14 @@ class Recorder:
     async def judge(self, solution: Solution) -> ExecutionResult:
         """Store ``solution``, judge it on its task's hidden tests, store the result."""
         self.store.save_solution(solution)
-        suite = self.suite(solution.task_id)
-        if not solution.code.strip():
-            result = ExecutionResult(
-                task_id=solution.task_id,
-                sample_index=solution.sample_index,
-                verdict=Verdict.no_code,
-                suite_verdicts={name: Verdict.no_code for name in suite.inputs},
-                first_failure=solution.error,
-            )
-        else:
-            result = await self.executor.evaluate(
-                solution.task_id,
-                solution.sample_index,
-                solution.code,
-                suite,
-                stop_on_failure=not self.all_tests,
-            )
+        result = await self.executor.judge(
+            solution.task_id,
+            solution.sample_index,
+            solution.code,
+            self.suite(solution.task_id),
+            stop_on_failure=not self.all_tests,
+            error=solution.error,
+        )
         self.store.save_result(result)
         if self.on_sample:
             self.on_sample(solution, result)

@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
-from corebench.harness.config import MANIFEST_NAME
+from corebench.harness.config import ENV_JUDGE_URL, MANIFEST_NAME
 
 from .settings import EVALUATE_WITH, TrainSettings
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
     """Run one training method; returns the checkpoint directory of each role."""
+    with judging_at(settings.judge_url):
+        return _train(settings)
+
+
+@contextlib.contextmanager
+def judging_at(url: str | None) -> Iterator[None]:
+    """Rewards judge on the service at ``url`` (when given) while training runs."""
+    before = os.environ.get(ENV_JUDGE_URL)
+    if url:
+        os.environ[ENV_JUDGE_URL] = url
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_JUDGE_URL, None)
+        else:
+            os.environ[ENV_JUDGE_URL] = before
+
+
+def _train(settings: TrainSettings) -> dict[str, Path]:
     if settings.method in ("grpo", "pta"):
         from .grpo import train_grpo
 

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from corebench.harness.config import MEASUREMENT_REPEATS_TRAINING
+from corebench.harness.config import ENV_JUDGE_URL, MEASUREMENT_REPEATS_TRAINING
 from corebench.harness.context import ExampleCheck
 from corebench.harness.errors import CorebenchError
 from corebench.harness.examples import parse_example
 from corebench.harness.records import Measurement, Task, TestOutcome, Verdict
 from corebench.harness.sandbox import Executor
+from corebench.harness.service.client import JudgeClient, RemoteExecutor
 
 from .data import TrainTask
 
@@ -56,11 +58,19 @@ class TestRun:
         return self.passed / self.total if self.total else 0.0
 
 
+def sandbox() -> Executor | RemoteExecutor:
+    """Where rewards run programs: the judging service at ``$COREBENCH_JUDGE_URL`` when set
+    (training setting ``judge_url``), else a local executor."""
+    if os.environ.get(ENV_JUDGE_URL):
+        return RemoteExecutor(JudgeClient())
+    return Executor()
+
+
 def _in_own_loop(work: Callable[[Executor], Awaitable[T]]) -> T:
-    """Run ``work`` with a fresh executor; trainers may call rewards from inside a running event
-    loop, so ours runs in its own thread."""
+    """Run ``work`` with a fresh executor (local or the service's); trainers may call rewards
+    from inside a running event loop, so ours runs in its own thread."""
     box: dict[str, T] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("out", asyncio.run(work(Executor()))))
+    thread = threading.Thread(target=lambda: box.setdefault("out", asyncio.run(work(sandbox()))))
     thread.start()
     thread.join()
     if "out" not in box:
@@ -74,13 +84,10 @@ def run_tests(programs: list[tuple[str, TrainTask]]) -> list[TestRun]:
 
     async def all_runs(executor: Executor) -> list[TestRun]:
         async def one(code: str, task: TrainTask) -> TestRun:
-            total = sum(map(len, task.suite.inputs.values()))
-            if not code.strip():
-                return TestRun([], total)
-            result = await executor.evaluate(
+            result = await executor.judge(
                 task.task.task_id, 0, code, task.suite, stop_on_failure=False
             )
-            return TestRun(result.tests, total)
+            return TestRun(result.tests, task.suite.size)
 
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 

@@ -97,6 +97,11 @@ class TrainSettings(Options):
         "template", description='"template" (from reference solutions) or a model spec'
     )
     sft_roles: list[str] = ["planner", "coder"]
+    judge_url: str | None = Field(
+        None,
+        description="judge rewards' programs on this judging service (`corebench sandbox serve`) "
+        "instead of a local sandbox; its token comes from $COREBENCH_JUDGE_TOKEN",
+    )
     # scale-out
     use_vllm: bool = False
     vllm_mode: str = Field("colocate", description='or "server" (`trl vllm-serve` on other GPUs)')

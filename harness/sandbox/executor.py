@@ -8,10 +8,13 @@ slots), the reference oracle (``oracle.py``), judging runs (``judging.py``) turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
+from ..bounded import Bounded
 from ..comparators import Close, Tokens
 from ..config import (
     DEFAULT_TEST_TIME_LIMIT_S,
@@ -22,12 +25,13 @@ from ..config import (
     MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
     REFERENCE_CPU_LIMIT_S,
+    REFERENCES_KEPT,
     STARTUP_ALLOWANCE_S,
     TIME_LIMIT_FACTOR,
 )
 from ..errors import CorebenchError
 from ..examples import Example
-from ..records import ExecutionResult, Measurement, TestOutcome, calibrated
+from ..records import ExecutionResult, Measurement, TestOutcome, Verdict, calibrated
 from ..testsuite import FunctionalSuite
 from .codec import encode
 from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
@@ -81,8 +85,10 @@ class Executor:
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
         self._timing = asyncio.Lock()  # one timing session at a time: no neighbour distorts it
+        self._open = asyncio.Event()  # cleared while a timing session waits for the machine
+        self._open.set()
         self.oracle = Oracle(self.job, self.run_judging)
-        self._reference_timings: dict[str, Timed] = {}
+        self._reference_timings: Bounded[str, Timed] = Bounded(REFERENCES_KEPT)
 
     # --- children --------------------------------------------------------------------------------
     def job(
@@ -132,6 +138,7 @@ class Executor:
         budgets: list[Budget],
         keep_going: KeepGoing | None = None,
     ) -> Judged:
+        await self._open.wait()
         async with self._slots:
             judged = await asyncio.to_thread(
                 run_judging,
@@ -156,6 +163,28 @@ class Executor:
         return await self.oracle.cost(task_id, suite)
 
     # --- solutions -----------------------------------------------------------------------------
+    async def judge(
+        self,
+        task_id: str,
+        sample_index: int,
+        code: str,
+        suite: FunctionalSuite,
+        stop_on_failure: bool = True,
+        error: str | None = None,
+    ) -> ExecutionResult:
+        """A solution's verdict, as ``run``, ``evaluate``, the judging service and training rewards
+        give it: ``no_code`` (with ``error``, e.g. why none was extracted) when ``code`` is blank,
+        else :meth:`evaluate`."""
+        if not code.strip():
+            return ExecutionResult(
+                task_id=task_id,
+                sample_index=sample_index,
+                verdict=Verdict.no_code,
+                suite_verdicts={name: Verdict.no_code for name in suite.inputs},
+                first_failure=error,
+            )
+        return await self.evaluate(task_id, sample_index, code, suite, stop_on_failure)
+
     async def evaluate(
         self,
         task_id: str,
@@ -216,8 +245,25 @@ class Executor:
         flat = [args for name in suite.inputs for args in suite.inputs[name]]
         specs = [spec_for(suite, args, REFERENCE_CPU_LIMIT_S) for args in flat]
         job = self.job(suite, code, None, cpu_budget=MAX_TOTAL_TIME_S * (repeats + 2) * 4)
-        async with self._timing:
+        async with self._alone():
             return await asyncio.to_thread(time_program, job, specs, repeats, mode=self.mode)
+
+    @contextlib.asynccontextmanager
+    async def _alone(self) -> AsyncIterator[None]:
+        """The whole machine for one timing session: it waits for every judging run in flight
+        to end, and judging runs asked for meanwhile wait for it (a service mixes them)."""
+        async with self._timing:
+            self._open.clear()
+            taken = 0
+            try:
+                for _ in range(self.workers):
+                    await self._slots.acquire()
+                    taken += 1
+                yield
+            finally:
+                for _ in range(taken):
+                    self._slots.release()
+                self._open.set()
 
     async def measure(
         self, task_id: str, code: str, suite: FunctionalSuite, repeats: int

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..bounded import Bounded
 from ..config import (
     REFERENCE_CPU_LIMIT_S,
     REFERENCE_TIMING_BUDGET_S,
     REFERENCE_TIMING_REPEATS,
     REFERENCE_TIMING_WARMUP,
+    REFERENCES_KEPT,
     cache_dir,
 )
 from ..errors import CorebenchError
@@ -92,8 +94,8 @@ class Oracle:
 
     def __init__(self, make_job: Callable[..., Job], run_judging: RunJudging):
         self.make_job, self.run_judging = make_job, run_judging
-        self._memory: dict[str, Reference] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._memory: Bounded[str, Reference] = Bounded(REFERENCES_KEPT)
+        self._locks: Bounded[str, asyncio.Lock] = Bounded(REFERENCES_KEPT)
 
     async def reference(self, task_id: str, suite: FunctionalSuite) -> Reference:
         """Expected outputs (the dataset's, when it states them) and reference CPU times."""

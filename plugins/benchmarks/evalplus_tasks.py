@@ -24,6 +24,7 @@ class EvalPlusBenchmark(Benchmark):
     file_name: ClassVar[str]
     version: ClassVar[str]
     dataset: ClassVar[str]  # "mbpp" or "humaneval", EvalPlus's own name
+    comparators = (EvalPlusComparator,)
 
     def _download(self) -> str:
         """The release file, fetched into EvalPlus's cache by its public helpers (needs the

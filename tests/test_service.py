@@ -1,0 +1,364 @@
+"""The judging service (`corebench sandbox serve`): a real HTTP server on loopback in front of the
+real sandbox; verdicts compared with the executor's own, which `run` and `evaluate` use."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from corebench.harness.errors import CorebenchError
+from corebench.harness.registry import default_plugins
+from corebench.harness.sandbox import Executor
+from corebench.harness.service import JudgeClient, JudgeServer, JudgeService, ServiceError
+from corebench.harness.service.wire import Tests
+from corebench.harness.testsuite import FunctionalSuite
+
+ADD = {
+    "entry_point": "add",
+    "inputs": {"base": [[1, 2], [3, 4]], "plus": [[10, -3]]},
+    "expected": {"base": [3, 7], "plus": [7]},
+}
+PROGRAMS = {
+    "passes": "def add(a, b):\n    return a + b\n",
+    "wrong": "def add(a, b):\n    return a - b\n",
+    "raises": "def add(a, b):\n    raise ValueError('no')\n",
+    "syntax": "def add(a, b)\n    return a + b\n",
+    "blank": "   \n",
+    "loops": "def add(a, b):\n    while True:\n        pass\n",
+}
+VERDICTS = {
+    "passes": "passed",
+    "wrong": "wrong_answer",
+    "raises": "runtime_error",
+    "syntax": "syntax_error",
+    "blank": "no_code",
+    "loops": "timeout",
+}
+
+
+class Running:
+    """A service and its HTTP server on a free loopback port, in threads of this process."""
+
+    def __init__(self, data_dir=None, capacity=None, token=None, workers=2):
+        self.service = JudgeService(Executor(workers=workers), data_dir=data_dir, capacity=capacity)
+        self.server = JudgeServer(self.service, "127.0.0.1", 0, token)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = self.server.url
+
+    def client(self, **kwargs) -> JudgeClient:
+        return JudgeClient(self.url, **kwargs)
+
+    def close(self) -> None:
+        self.server.stop()
+        self.thread.join(timeout=30)
+        self.server.close()
+
+
+@pytest.fixture(scope="module")
+def running(data_dir) -> Iterator[Running]:
+    service = Running(data_dir=data_dir)
+    yield service
+    service.close()
+
+
+def raw(url: str, method: str, path: str, body: bytes | None = None, headers=None):
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request(method, path, body=body, headers=headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    return response.status, dict(response.getheaders()), data
+
+
+def programs_judged(client: JudgeClient) -> int:
+    return client.health()["programs_judged"]
+
+
+def local_verdict(code: str, suite: FunctionalSuite, stop_on_failure=True):
+    return asyncio.run(Executor(workers=1).judge("inline", 0, code, suite, stop_on_failure))
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_tests_in_the_request_get_the_verdicts_the_executor_gives(running, name):
+    tests = {**ADD, "time_limit_s": 0.5}
+    answer = running.client().judge({"code": PROGRAMS[name], "tests": tests, "all_tests": True})
+    assert answer["verdict"] == VERDICTS[name]
+    suite = Tests.model_validate(tests).suite(running.service.comparators)
+    local = local_verdict(PROGRAMS[name], suite, stop_on_failure=False)
+    assert answer["result"]["suite_verdicts"] == {
+        k: v.value for k, v in local.suite_verdicts.items()
+    }
+
+    def same(detail):  # a timeout's detail says how much CPU it had used when stopped
+        return detail.split(" after ")[0] if detail else detail
+
+    assert [(t["index"], t["verdict"], same(t["detail"])) for t in answer["result"]["tests"]] == [
+        (t.index, t.verdict.value, same(t.detail)) for t in local.tests
+    ]
+    assert answer["tests_total"] == 3
+    assert answer["tests_passed"] == (3 if name == "passes" else 0)
+
+
+def test_a_benchmark_task_is_judged_as_the_executor_judges_it(running, data_dir):
+    mbpp = default_plugins().benchmarks.get("mbpp").component(data_dir)
+    suite = mbpp.test_suite("Mbpp/2")
+    right = suite.reference_code
+    wrong = "def similar_elements(a, b):\n    return tuple(a)\n"
+    for code in (right, wrong):
+        answer = running.client().judge(
+            {"code": code, "task": {"benchmark": "mbpp", "task_id": "Mbpp/2"}}
+        )
+        local = local_verdict(code, suite)
+        assert answer["verdict"] == local.verdict.value
+        assert answer["result"]["first_failure"] == local.first_failure
+        assert answer["tests_total"] == suite.size
+    assert answer["verdict"] == "wrong_answer"
+
+
+def test_a_completion_has_its_code_extracted_as_run_does(running):
+    completion = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```\nDone."
+    answer = running.client().judge({"completion": completion, "tests": ADD})
+    assert answer["verdict"] == "passed"
+    assert answer["code"].strip() == "def add(a, b):\n    return a + b"
+    prose = running.client().judge({"completion": "I cannot do that.", "tests": ADD})
+    assert prose["verdict"] == "no_code"
+
+
+def test_a_batch_answers_every_item_in_order_with_shared_suites(running):
+    items = [
+        {"code": PROGRAMS[name], "suite": "add", "id": f"batch-{name}"}
+        for name in ("wrong", "passes", "raises", "passes")
+    ]
+    items.append({"code": "def f():\n    return 5\n", "tests": {"asserts": ["assert f() == 5"]}})
+    status, _, data = raw(
+        running.url,
+        "POST",
+        "/v1/judge/batch",
+        json.dumps({"suites": {"add": ADD}, "items": items}).encode(),
+    )
+    assert status == 200
+    results = json.loads(data)["results"]
+    assert [r["verdict"] for r in results] == [
+        "wrong_answer",
+        "passed",
+        "runtime_error",
+        "passed",
+        "passed",
+    ]
+    # the repeated id is the same request: answered twice, judged once
+    assert results[1] == results[3]
+
+
+def test_a_retry_with_the_same_id_is_answered_without_judging_again(running):
+    client = running.client()
+    before = programs_judged(client)
+    request = {"id": "retry-1", "code": PROGRAMS["passes"], "tests": ADD}
+    with ThreadPoolExecutor(4) as pool:  # at once, and again after it finished
+        answers = list(pool.map(lambda _: client.request("POST", "/v1/judge", request), range(4)))
+    answers.append(client.request("POST", "/v1/judge", request))
+    assert all(a == answers[0] for a in answers)
+    assert programs_judged(client) == before + 1
+    with pytest.raises(ServiceError) as caught:  # the same id for something else: refused
+        client.request("POST", "/v1/judge", {**request, "code": PROGRAMS["wrong"]})
+    assert caught.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "says"),
+    [
+        ("POST", "/v1/judge", b"{not json", 400, "not JSON"),
+        ("POST", "/v1/judge", b"[1, 2]", 400, "JSON object"),
+        ("POST", "/v1/judge", b'{"code": "x"}', 422, "exactly one of task, tests"),
+        ("POST", "/v1/judge", b'{"code": "x", "tests": {"entry_point": "f"}}', 422, "inputs"),
+        (
+            "POST",
+            "/v1/judge",
+            b'{"code": "x", "tests": '
+            + json.dumps({**ADD, "expected": {"base": [3]}}).encode()
+            + b"}",
+            422,
+            "one output per input",
+        ),
+        (
+            "POST",
+            "/v1/judge",
+            b'{"code": "x", "tests": '
+            + json.dumps({**ADD, "comparator": "closee"}).encode()
+            + b"}",
+            422,
+            "Did you mean 'close'",
+        ),
+        (
+            "POST",
+            "/v1/judge",
+            b'{"code": "x", "task": {"benchmark": "mbp", "task_id": "1"}}',
+            404,
+            "Did you mean 'mbpp'",
+        ),
+        (
+            "POST",
+            "/v1/judge",
+            b'{"code": "x", "task": {"benchmark": "mbpp", "task_id": "Mbpp/0"}}',
+            404,
+            "unknown mbpp task",
+        ),
+        ("POST", "/v1/judge", b'{"code": "x", "suite": "s"}', 422, "/v1/judge/batch"),
+        ("POST", "/v1/judge/batch", b'{"items": []}', 422, "items"),
+        (
+            "POST",
+            "/v1/judge/batch",
+            b'{"items": [{"code": "x", "suite": "s"}]}',
+            422,
+            "not in suites",
+        ),
+        ("POST", "/v1/examples", b'{"code": "x", "examples": ["print(1)"]}', 422, "assert"),
+        ("GET", "/v1/judge", None, 405, "takes POST"),
+        ("POST", "/health", b"{}", 405, "takes GET"),
+        ("GET", "/v2/judge", None, 404, "no such path"),
+    ],
+)
+def test_a_malformed_request_gets_a_4xx_with_its_reason(running, method, path, body, status, says):
+    before = programs_judged(running.client())
+    got, _, data = raw(running.url, method, path, body)
+    assert got == status
+    assert says in json.loads(data)["error"]
+    assert programs_judged(running.client()) == before  # nothing was judged
+
+
+def send_head(url: str, head: bytes) -> str:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head)
+        reply = b""
+        while chunk := sock.recv(4096):  # the service closes the connection after answering
+            reply += chunk
+        return reply.decode()
+
+
+def test_a_body_too_large_or_of_unknown_length_is_refused_before_it_is_read(running):
+    huge = b"POST /v1/judge HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n"
+    reply = send_head(running.url, huge)
+    assert reply.startswith("HTTP/1.1 413") and "at most" in reply
+    unknown = b"POST /v1/judge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    reply = send_head(running.url, unknown)
+    assert reply.startswith("HTTP/1.1 411") and "Content-Length" in reply
+
+
+def test_health_and_metrics_report_what_was_judged(running):
+    client = running.client()
+    health = client.health()
+    assert health["status"] == "ok" and health["workers"] == 2 and health["capacity"] == 16
+    assert health["isolation"] in ("bwrap", "unsafe") and "mbpp" in health["benchmarks"]
+    before = client.metrics()
+    client.judge({"code": PROGRAMS["wrong"], "tests": ADD})
+    after = client.metrics()
+
+    def count(text: str, line: str) -> int:
+        found = [row.split()[-1] for row in text.splitlines() if row.startswith(line)]
+        return int(found[0]) if found else 0
+
+    wrong = 'corebench_judge_programs_total{verdict="wrong_answer"}'
+    assert count(after, wrong) == count(before, wrong) + 1
+    assert "corebench_judge_in_flight 0" in after
+    assert 'corebench_judge_latency_seconds{quantile="0.99"}' in after
+
+
+def test_measurement_is_returned_when_asked_for(running):
+    tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"]}
+    answer = running.client().judge({"code": PROGRAMS["passes"], "tests": tests, "repeats": 2})
+    measured = answer["result"]["measurement"]
+    assert answer["measurement_error"] is None and measured["repeats"] == 2
+    assert measured["runtime_ratio"] > 0 and measured["reference_cpu_s"] > 0
+    no_reference = running.client().judge({"code": PROGRAMS["passes"], "tests": ADD, "repeats": 2})
+    assert no_reference["result"]["measurement"] is None
+    assert "no reference" in no_reference["measurement_error"]
+
+
+def test_examples_are_run_as_a_debugging_agent_runs_them(running):
+    answer = running.client().examples(
+        "def f(x):\n    return 2 * x\n", ["assert f(2) == 4", "assert f(3) == 7"]
+    )
+    assert not answer["passed"]
+    assert [t["verdict"] for t in answer["tests"]] == ["passed", "wrong_answer"]
+    assert "failed: assert f(3) == 7  # wrong_answer: got 6, expected 7" in answer["feedback"]
+
+
+def test_a_full_service_answers_429_and_takes_work_again_once_there_is_room():
+    running = Running(capacity=1, workers=1)
+    try:
+        client = running.client()
+        slow = {"code": PROGRAMS["loops"], "tests": {**ADD, "time_limit_s": 2.0}}
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(client.judge, slow)
+            deadline = time.monotonic() + 30
+            while running.service.in_flight == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            body = json.dumps({"code": PROGRAMS["passes"], "tests": ADD}).encode()
+            status, headers, data = raw(running.url, "POST", "/v1/judge", body)
+            assert status == 429 and headers["Retry-After"] == "1"
+            assert "busy: 1 programs in flight" in json.loads(data)["error"]
+            batch = json.dumps({"items": [{"code": "x", "tests": ADD}] * 2}).encode()
+            assert raw(running.url, "POST", "/v1/judge/batch", batch)[0] == 413
+            assert first.result()["verdict"] == "timeout"
+        assert raw(running.url, "POST", "/v1/judge", body)[0] == 200
+    finally:
+        running.close()
+
+
+def test_many_clients_at_once_lose_no_request_and_none_is_judged_twice():
+    """More clients than the service admits: they are told 429 and retry; every request is
+    answered once, with its own verdict, and the service judged each exactly once."""
+    running = Running(capacity=3)
+    try:
+        client = running.client(max_wait_s=120)
+        jobs = [(f"load-{i}", "passes" if i % 3 else "wrong") for i in range(36)]
+
+        def send(job):
+            rid, name = job
+            return client.request(
+                "POST", "/v1/judge", {"id": rid, "code": PROGRAMS[name], "tests": ADD}
+            )
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(send, jobs))
+        assert [a["id"] for a in answers] == [rid for rid, _ in jobs]
+        assert [a["verdict"] for a in answers] == [VERDICTS[name] for _, name in jobs]
+        health = client.health()
+        assert health["programs_judged"] == len(jobs) and health["in_flight"] == 0
+        assert "corebench_judge_reused_total 0" in client.metrics()
+    finally:
+        running.close()
+
+
+def test_a_token_guards_everything_but_health():
+    running = Running(token="s3cret", workers=1)
+    try:
+        body = json.dumps({"code": PROGRAMS["passes"], "tests": ADD}).encode()
+        assert raw(running.url, "POST", "/v1/judge", body)[0] == 401
+        wrong = {"Authorization": "Bearer nope"}
+        assert raw(running.url, "POST", "/v1/judge", body, wrong)[0] == 401
+        assert raw(running.url, "GET", "/metrics")[0] == 401
+        assert raw(running.url, "GET", "/health")[0] == 200
+        answer = running.client(token="s3cret").judge({"code": PROGRAMS["passes"], "tests": ADD})
+        assert answer["verdict"] == "passed"
+    finally:
+        running.close()
+
+
+def test_bound_beyond_loopback_it_refuses_to_start_without_a_token():
+    service = JudgeService(Executor(workers=1))
+    try:
+        with pytest.raises(CorebenchError, match="needs a token"):
+            JudgeServer(service, "0.0.0.0", 0)
+    finally:
+        service.close()
