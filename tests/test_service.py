@@ -362,3 +362,32 @@ def test_bound_beyond_loopback_it_refuses_to_start_without_a_token():
             JudgeServer(service, "0.0.0.0", 0)
     finally:
         service.close()
+
+
+def test_a_judging_that_ends_before_its_callback_is_attached_is_answered(monkeypatch):
+    """The service once deadlocked when a program was judged before the bookkeeping callback
+    was attached (the callback then ran at once, under the lock it needs)."""
+    import corebench.harness.service.core as core
+
+    real = core.asyncio.run_coroutine_threadsafe
+
+    def ended_first(coroutine, loop):
+        future = real(coroutine, loop)
+        future.result(timeout=60)
+        return future
+
+    service = JudgeService(Executor(workers=1))
+    monkeypatch.setattr(core.asyncio, "run_coroutine_threadsafe", ended_first)
+    try:
+        batch = core.BatchRequest(items=[{"id": "quick", "code": PROGRAMS["passes"], "tests": ADD}])
+        answers: list = []
+        thread = threading.Thread(
+            target=lambda: answers.extend(service.judge(service.resolve(batch))), daemon=True
+        )
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the service hung"
+        assert answers[0]["verdict"] == "passed" and service.in_flight == 0
+    finally:
+        monkeypatch.undo()
+        service.close()

@@ -77,7 +77,7 @@ class JudgeService:
             executor or asyncio.run_coroutine_threadsafe(_make_executor(), self.loop).result()
         )
         self.capacity = capacity or SERVICE_PENDING_PER_WORKER * self.executor.workers
-        self._lock = threading.Lock()  # admission and the ids
+        self._lock = threading.RLock()  # admission and the ids
         self._pending = 0
         self._by_id: Bounded[str, tuple[str, concurrent.futures.Future]] = Bounded(
             SERVICE_REMEMBERED_IDS
@@ -217,10 +217,11 @@ class JudgeService:
                     reused += 1
                     continue
                 future = asyncio.run_coroutine_threadsafe(self._judge(work), self.loop)
-                future.add_done_callback(lambda f, rid=rid: self._finished(f, rid))
                 if rid is not None:
                     found[rid] = future
                     self._by_id[rid] = (work.digest, future)
+                # runs at once, in this thread, if the judging already ended (hence the RLock)
+                future.add_done_callback(lambda f, rid=rid: self._finished(f, rid))
                 futures.append(future)
         self.metrics.reuse(reused)
         return futures
