@@ -391,3 +391,48 @@ def test_a_judging_that_ends_before_its_callback_is_attached_is_answered(monkeyp
     finally:
         monkeypatch.undo()
         service.close()
+
+
+def test_a_timing_session_never_overlaps_judging(monkeypatch):
+    """Measuring takes the whole machine: it waits for judging in flight, and judging asked for
+    meanwhile waits for it (the service mixes both on one executor)."""
+    import corebench.harness.sandbox.executor as executor_module
+
+    spans: list[tuple[str, float, float]] = []
+
+    def recorded(kind, function):
+        def run(*args, **kwargs):
+            start = time.monotonic()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spans.append((kind, start, time.monotonic()))
+
+        return run
+
+    monkeypatch.setattr(
+        executor_module, "run_judging", recorded("judge", executor_module.run_judging)
+    )
+    monkeypatch.setattr(
+        executor_module, "time_program", recorded("time", executor_module.time_program)
+    )
+    tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"], "time_limit_s": 1.0}
+    suite = Tests.model_validate(tests).suite({})
+    executor = Executor(workers=2)
+
+    async def mixed():
+        await executor.reference("t/add", suite)  # the reference's run is not part of the race
+        spans.clear()
+        slow = executor.judge("t/add", 0, PROGRAMS["loops"], suite)
+        measure = executor.measure("t/add", PROGRAMS["passes"], suite, repeats=2)
+        later = [executor.judge("t/add", i, PROGRAMS["passes"], suite) for i in range(3)]
+        return await asyncio.gather(slow, measure, *later)
+
+    results = asyncio.run(mixed())
+    assert results[0].verdict.value == "timeout" and results[1].runtime_ratio > 0
+    timings = [(a, b) for kind, a, b in spans if kind == "time"]
+    judgings = [(a, b) for kind, a, b in spans if kind == "judge"]
+    assert len(timings) == 2 and len(judgings) == 4
+    for t_start, t_end in timings:
+        for j_start, j_end in judgings:
+            assert j_end <= t_start or j_start >= t_end, (spans, "overlap")
