@@ -104,6 +104,14 @@ MAX_SERVICE_REPEATS = 20  # timed calls per test a request may ask for
 MAX_REQUEST_BYTES = 64 * 1024**2  # a larger request body is refused (413)
 SERVICE_REMEMBERED_IDS = 100_000  # finished request ids kept to answer retries without judging
 
+# --- where sandbox work runs (`--executor`) -------------------------------------------------------
+# local (this machine's sandbox) | ray (the Ray cluster at $RAY_ADDRESS, or a new one on this
+# machine) | ray://HOST:PORT (a cluster through Ray Client) | http://HOST:PORT (a judging service)
+ENV_EXECUTOR = "COREBENCH_EXECUTOR"
+RAY_ATTEMPTS = 3  # nodes a call is sent to before its failure is reported
+RAY_NODE_QUEUE = 2  # calls sent to a node per worker slot it has (the rest wait in the driver)
+RAY_START_TIMEOUT_S = 60.0  # a node's sandbox actor that has not started by then is left out
+
 # --- leaderboards -----------------------------------------------------------------------------
 BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks
 BOOTSTRAP_SEED = 0  # fixed: the same runs give the same intervals

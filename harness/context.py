@@ -15,7 +15,7 @@ from .modelspec import DEFAULT_ROLE
 from .records import GenerationRequest, Message, ModelCall, Task, TestOutcome, Verdict
 
 if TYPE_CHECKING:
-    from .sandbox import Executor
+    from .sandbox import SandboxExecutor
 
 
 class BudgetExceeded(CorebenchError):
@@ -78,7 +78,7 @@ class SolveContext:
         models: Mapping[str, Backend],
         sampling: Sampling,
         limits: Limits,
-        executor: Executor | None = None,
+        executor: SandboxExecutor | None = None,
     ):
         self.task = task
         self.executor = executor
@@ -150,9 +150,9 @@ class SolveContext:
         """Run ``code`` on the visible examples in the sandbox; counted in the artifacts."""
         examples = self.examples
         if self.executor is None:
-            from .sandbox import Executor
+            from .sandbox import executor_for
 
-            self.executor = Executor()
+            self.executor = executor_for()
         outcomes = await self.executor.run_examples(code, examples) if examples else []
         self.artifacts["example_runs"] = self.artifacts.get("example_runs", 0) + 1
         return ExampleCheck(outcomes, examples)

@@ -20,7 +20,7 @@ from .benchmark import Benchmark
 from .errors import CorebenchError
 from .metadata import environment_metadata, provenance_changes
 from .records import ExecutionResult, RunConfig, Solution
-from .sandbox import Executor
+from .sandbox import executor_for
 from .store import Store
 from .testsuite import FunctionalSuite
 
@@ -55,7 +55,7 @@ class Recorder:
         on_sample: OnSample | None = None,
         all_tests: bool = False,
     ):
-        self.executor = Executor(isolation=isolation)
+        self.executor = executor_for(isolation=isolation)  # --executor: here, Ray, a service
         self.all_tests = all_tests  # judge every test, past the first failure (test pass rates)
         self.benchmark = benchmark
         self.on_sample = on_sample
@@ -69,6 +69,7 @@ class Recorder:
             refuse_changed(self.store, provenance_changes(self.store.metadata(), dataset))
             self.store.update_metadata(
                 isolation=self.executor.mode,
+                executor=self.executor.where,
                 memory_limit_bytes=self.executor.memory_bytes,
                 all_tests=all_tests or self.store.metadata().get("all_tests", False),
             )
@@ -131,22 +132,29 @@ class Recorder:
         if repeats <= 0:
             return 0
         self.store.update_metadata(measurement_repeats=repeats)
-        measured = 0
-        for solution, result in list(self.store.samples()):
-            if not result.passed or result.measurement is not None:
-                continue
-            suite = self.suite(solution.task_id)
-            if not suite.reference_code:  # nothing to normalise against (e.g. LiveCodeBench)
-                continue
-            try:
-                result.measurement = await self.executor.measure(
-                    solution.task_id, solution.code, suite, repeats
-                )
-            except CorebenchError as exc:  # e.g. a flaky program: keep its verdict, no timing
-                warnings.warn(
-                    f"{solution.task_id}#{solution.sample_index}: not measured: {exc}", stacklevel=2
-                )
-                continue
+        waiting = [
+            (solution, result)
+            for solution, result in self.store.samples()
+            if result.passed
+            and result.measurement is None
+            and self.suite(solution.task_id).reference_code  # else nothing to normalise against
+        ]
+        # one measurement per machine at a time (a Ray cluster times one on each node)
+        sessions = asyncio.Semaphore(self.executor.timing_sessions)
+
+        async def measure_one(solution: Solution, result: ExecutionResult) -> bool:
+            async with sessions:
+                try:
+                    result.measurement = await self.executor.measure(
+                        solution.task_id, solution.code, self.suite(solution.task_id), repeats
+                    )
+                except CorebenchError as exc:  # e.g. a flaky program: keep its verdict, no timing
+                    warnings.warn(
+                        f"{solution.task_id}#{solution.sample_index}: not measured: {exc}",
+                        stacklevel=2,
+                    )
+                    return False
             self.store.save_result(result)
-            measured += 1
-        return measured
+            return True
+
+        return sum(await asyncio.gather(*(measure_one(s, r) for s, r in waiting)))

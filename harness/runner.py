@@ -29,7 +29,7 @@ from .modelspec import DEFAULT_ROLE, ModelRef, format_model_spec, parse_model_sp
 from .recording import Recorder, refuse_changed
 from .records import ExecutionResult, RunConfig, Solution, Task
 from .registry import Plugins, default_plugins
-from .sandbox import Executor, isolation_mode
+from .sandbox import SandboxExecutor, isolation_mode
 from .system import System
 
 ProgressFn = Callable[[Solution, ExecutionResult], None]
@@ -206,7 +206,7 @@ class Runner:
         index: int,
         backends: dict[str, Backend],
         sampling: Sampling,
-        executor: Executor | None = None,
+        executor: SandboxExecutor | None = None,
     ) -> Solution:
         ctx = SolveContext(task, index, backends, sampling, self.limits, executor)
         started = time.perf_counter()

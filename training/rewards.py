@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from corebench.harness.config import ENV_JUDGE_URL, MEASUREMENT_REPEATS_TRAINING
+from corebench.harness.config import MEASUREMENT_REPEATS_TRAINING
 from corebench.harness.context import ExampleCheck
 from corebench.harness.errors import CorebenchError
 from corebench.harness.examples import parse_example
 from corebench.harness.records import Measurement, Task, TestOutcome, Verdict
-from corebench.harness.sandbox import Executor
-from corebench.harness.service.client import JudgeClient, RemoteExecutor
+from corebench.harness.sandbox import SandboxExecutor, executor_for
 
 from .data import TrainTask
 
@@ -58,15 +56,14 @@ class TestRun:
         return self.passed / self.total if self.total else 0.0
 
 
-def sandbox() -> Executor | RemoteExecutor:
-    """Where rewards run programs: the judging service at ``$COREBENCH_JUDGE_URL`` when set
-    (training setting ``judge_url``), else a local executor."""
-    if os.environ.get(ENV_JUDGE_URL):
-        return RemoteExecutor(JudgeClient())
-    return Executor()
+def sandbox() -> SandboxExecutor:
+    """Where rewards run programs: ``$COREBENCH_EXECUTOR`` (training setting ``executor``: a Ray
+    cluster, a judging service), else the judging service at ``$COREBENCH_JUDGE_URL`` (setting
+    ``judge_url``), else a local executor."""
+    return executor_for()
 
 
-def _in_own_loop(work: Callable[[Executor], Awaitable[T]]) -> T:
+def _in_own_loop(work: Callable[[SandboxExecutor], Awaitable[T]]) -> T:
     """Run ``work`` with a fresh executor (local or the service's); trainers may call rewards
     from inside a running event loop, so ours runs in its own thread."""
     box: dict[str, T] = {}
@@ -82,7 +79,7 @@ def run_tests(programs: list[tuple[str, TrainTask]]) -> list[TestRun]:
     """Run each program on every test of its task's suite, in parallel, judged exactly as in
     evaluation (a test after a failing one still runs); empty code runs nothing."""
 
-    async def all_runs(executor: Executor) -> list[TestRun]:
+    async def all_runs(executor: SandboxExecutor) -> list[TestRun]:
         async def one(code: str, task: TrainTask) -> TestRun:
             result = await executor.judge(
                 task.task.task_id, 0, code, task.suite, stop_on_failure=False
@@ -98,7 +95,7 @@ def example_feedback(programs: list[tuple[str, Task]]) -> list[tuple[bool, str]]
     """Each program on its task's visible examples (never hidden tests): whether all pass, and
     the results as a debugging prompt shows them (what multi-turn MAGRPO feeds back)."""
 
-    async def all_checks(executor: Executor) -> list[tuple[bool, str]]:
+    async def all_checks(executor: SandboxExecutor) -> list[tuple[bool, str]]:
         async def one(code: str, task: Task) -> tuple[bool, str]:
             examples = [parse_example(e) for e in task.examples]
             if not examples:
@@ -118,7 +115,7 @@ def measure_passing(
     test; one program at a time after the parallel correctness runs, so the timings do not share
     the machine with other sandbox work. None for the others and for tasks without a reference."""
 
-    async def measure_all(executor: Executor) -> list[Measurement | None]:
+    async def measure_all(executor: SandboxExecutor) -> list[Measurement | None]:
         out: list[Measurement | None] = []
         for (code, task), run in zip(programs, runs, strict=True):
             measured = None

@@ -102,6 +102,11 @@ class TrainSettings(Options):
         description="judge rewards' programs on this judging service (`corebench sandbox serve`) "
         "instead of a local sandbox; its token comes from $COREBENCH_JUDGE_TOKEN",
     )
+    executor: str | None = Field(
+        None,
+        description="where rewards' programs run, as `--executor` says: local, ray (the cluster "
+        "at $RAY_ADDRESS), ray://HOST:PORT, or http://HOST:PORT (a judging service)",
+    )
     # scale-out
     use_vllm: bool = False
     vllm_mode: str = Field("colocate", description='or "server" (`trl vllm-serve` on other GPUs)')

@@ -9,7 +9,14 @@ import click
 
 from .. import config as C
 from ..registry import default_plugins
-from .group import data_dir_option, int_list, isolation_option, main, repeats_option
+from .group import (
+    data_dir_option,
+    executor_option,
+    int_list,
+    isolation_option,
+    main,
+    repeats_option,
+)
 
 
 @main.command()
@@ -31,6 +38,7 @@ from .group import data_dir_option, int_list, isolation_option, main, repeats_op
 )
 @data_dir_option
 @repeats_option
+@executor_option
 @isolation_option
 def evaluate(
     benchmark: str,

@@ -181,6 +181,30 @@ isolation_option = click.option(
     help="How generated code is confined: auto (bubblewrap; refuse without it), bwrap, or unsafe "
     "(resource limits only, recorded in the run).",
 )
+
+
+def _executor(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Settle where sandbox work runs for every executor of this process (training too)."""
+    from ..sandbox.placement import KINDS
+
+    if not value:
+        return
+    if value not in ("local", "ray") and not value.startswith(("ray://", "http://")):
+        raise click.BadParameter(f"{value!r} is none of: {', '.join(KINDS)}")
+    os.environ[C.ENV_EXECUTOR] = value
+
+
+executor_option = click.option(
+    "--executor",
+    envvar=C.ENV_EXECUTOR,
+    callback=_executor,
+    expose_value=False,
+    is_eager=True,
+    metavar="WHERE",
+    help="Where sandbox work runs: local (default), ray (the cluster at $RAY_ADDRESS, or a new "
+    "one on this machine), ray://HOST:PORT (Ray Client), or http://HOST:PORT (a judging "
+    "service). Every node confines programs as --isolation says.",
+)
 repeats_option = click.option(
     "--repeats",
     type=click.IntRange(min=0),

@@ -16,6 +16,7 @@ from .group import (
     assignments,
     config_option,
     data_dir_option,
+    executor_option,
     file_table,
     int_list,
     isolation_option,
@@ -120,6 +121,7 @@ def _slug(text: str) -> str:
     help="Progress bar (default: when stderr is a terminal).",
 )
 @repeats_option
+@executor_option
 @isolation_option
 def run(benchmark: str, system: str, model: str, n: int, k: list[int], limit: int | None, tasks: str | None,
         split: str, temperature: float, top_p: float, seed: int, max_new_tokens: int,

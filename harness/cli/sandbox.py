@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .. import config as C
-from .group import data_dir_option, isolation_option, main
+from .group import data_dir_option, executor_option, isolation_option, main
 
 
 @main.group()
@@ -36,6 +36,7 @@ def sandbox() -> None:
     f"(default: {C.SERVICE_PENDING_PER_WORKER} per worker).",
 )
 @data_dir_option
+@executor_option
 @isolation_option
 def serve(
     host: str,
@@ -48,11 +49,17 @@ def serve(
 ) -> None:
     """Judge programs sent over HTTP against a registered benchmark's task or tests in the
     request, in the same sandbox and with the same verdicts as `run` and `evaluate`."""
-    from ..sandbox import Executor
+    from ..sandbox import Executor, executor_for
+    from ..sandbox.placement import executor_setting
     from ..service import JudgeServer, JudgeService
 
+    where = executor_setting()
+    if where.startswith("http://"):
+        raise click.ClickException("a judging service judges on this machine or a Ray cluster")
     service = JudgeService(
-        Executor(workers=workers, isolation=isolation),
+        Executor(workers=workers, isolation=isolation)
+        if where == "local"
+        else executor_for(where, isolation),
         data_dir=C.data_dir_setting(data_dir),
         capacity=capacity,
     )

@@ -69,6 +69,9 @@ def spec_for(suite: FunctionalSuite, test_input: list[Any], cpu_limit: float) ->
 class Executor:
     """Evaluate programs in sandboxed child processes; never in the harness process."""
 
+    where = "local"
+    timing_sessions = 1  # measurements at once: each has the machine to itself
+
     def __init__(
         self,
         workers: int | None = None,
@@ -89,6 +92,11 @@ class Executor:
         self._open.set()
         self.oracle = Oracle(self.job, self.run_judging)
         self._reference_timings: Bounded[str, Timed] = Bounded(REFERENCES_KEPT)
+
+    def close(self) -> None:
+        """Stop the pre-started children (also done when the executor is collected)."""
+        if self.zygotes is not None:
+            self.zygotes.close()
 
     # --- children --------------------------------------------------------------------------------
     def job(

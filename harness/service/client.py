@@ -157,8 +157,31 @@ class RemoteExecutor:
 
     def __init__(self, client: JudgeClient | None = None, parallel: int = 32):
         self.client = client or JudgeClient()
-        self.mode = f"service {self.client.url}"
+        self.where = f"service {self.client.url}"
+        self.timing_sessions = 1  # the service times one program at a time anyway
         self._pool = concurrent.futures.ThreadPoolExecutor(parallel, "corebench-judge-client")
+        self._health: dict[str, Any] | None = None
+
+    def _described(self) -> dict[str, Any]:
+        if self._health is None:
+            self._health = self.client.health()
+        return self._health
+
+    @property
+    def mode(self) -> str:
+        """How the service confines programs."""
+        return str(self._described()["isolation"])
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self._described().get("memory_bytes") or 0)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    async def reference_cost(self, task_id: str, suite: FunctionalSuite) -> float:
+        """Unknown here: the service orders nothing by it (every task costs the same)."""
+        return 0.0
 
     async def _call(self, function: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, function, *args)

@@ -25,7 +25,7 @@ from ..extract import extract_code
 from ..metadata import package_versions
 from ..records import ExecutionResult, StdioExample, Verdict
 from ..registry import Plugins, default_plugins
-from ..sandbox import Executor
+from ..sandbox import Executor, SandboxExecutor
 from ..testsuite import FunctionalSuite
 from .metrics import Metrics
 from .wire import BatchRequest, ExamplesRequest, JudgeRequest, StdioCase, TaskRef
@@ -57,7 +57,7 @@ class JudgeService:
 
     def __init__(
         self,
-        executor: Executor | None = None,
+        executor: SandboxExecutor | None = None,
         *,
         plugins: Plugins | None = None,
         data_dir: Path | None = None,
@@ -88,8 +88,7 @@ class JudgeService:
 
     def close(self) -> None:
         """Stop the loop (after the work in it) and the executor's pre-started children."""
-        if self.executor.zygotes is not None:
-            self.executor.zygotes.close()
+        self.executor.close()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
 
@@ -106,6 +105,7 @@ class JudgeService:
             "isolation": self.executor.mode,
             "engine": self.executor.engine,
             "workers": self.executor.workers,
+            "memory_bytes": self.executor.memory_bytes,
             "capacity": self.capacity,
             "in_flight": self.in_flight,
             "programs_judged": self.metrics.programs,
