@@ -149,8 +149,10 @@ class Cluster:
             max_restarts=0,  # a dead actor is replaced by the driver, which resends its calls
         ).remote(self.isolation, workers)
 
-    def _start(self, described: list[dict[str, Any]]) -> None:
-        """An actor on each given node; those that start in time join ``nodes``."""
+    def _start(self, described: list[dict[str, Any]], strict: bool = True) -> None:
+        """An actor on each given node; those that start in time join ``nodes``. A sandbox that
+        fails to start is an error when ``strict`` (at startup), else a warning (a replacement
+        on a node that is going away)."""
         ray = _ray()
         starting = []
         for node in described:
@@ -165,9 +167,11 @@ class Cluster:
             try:
                 node.info = ray.get(ref)
             except _lost_errors() as exc:  # e.g. no bubblewrap there: the actor's own error
-                raise CorebenchError(
-                    f"the sandbox on Ray node {node.node_id[:8]} did not start: {_last_line(exc)}"
-                ) from None
+                why = f"the sandbox on Ray node {node.node_id[:8]} did not start: {_last_line(exc)}"
+                if strict:
+                    raise CorebenchError(why) from None
+                warnings.warn(f"{why}; it is left out", stacklevel=2)
+                continue
             self.nodes.append(node)
         for ref in pending:
             node = refs[ref]
@@ -187,7 +191,9 @@ class Cluster:
             self.nodes = [n for n in self.nodes if n.alive]
             self.replaced += 1
             serving = {n.node_id for n in self.nodes}
-            self._start([n for n in self._alive_nodes() if n["NodeID"] not in serving])
+            self._start(
+                [n for n in self._alive_nodes() if n["NodeID"] not in serving], strict=False
+            )
 
     def close(self) -> None:
         """Stop every node's actor (their CPUs are free again)."""
@@ -202,7 +208,7 @@ class Cluster:
 
     @property
     def memory_bytes(self) -> int:
-        return min(n.info["memory_bytes"] for n in self.nodes)
+        return min((n.info["memory_bytes"] for n in self.nodes), default=0)
 
 
 def _last_line(exc: BaseException) -> str:
