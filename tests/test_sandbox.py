@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 
 import pytest
 
@@ -133,6 +135,50 @@ def test_a_program_that_stops_its_own_clocks_still_times_out():
     )
     result = judge(code)
     assert result.verdict is Verdict.timeout and "CPU-time limit" in result.first_failure
+
+
+def _hold_the_gil(seconds: float) -> None:
+    """Hold the harness's GIL for about ``seconds`` in one C call (sum over a range never lets
+    go), as digesting a huge output does."""
+    started = time.perf_counter()
+    sum(range(1_000_000))
+    per_million = time.perf_counter() - started
+    time.sleep(0.01)  # let the supervising thread go back to waiting for the child first
+    sum(range(int(seconds / per_million * 1_000_000)))
+
+
+def test_a_test_that_ends_while_the_harness_is_held_up_is_not_charged_the_next_ones_cpu(
+    monkeypatch,
+):
+    # Test 0 spins 0.3 s of CPU (limit 1 s), test 1 spins 2 s (limit 10 s). While test 0 runs,
+    # another harness thread holds the GIL for 1.5 s: test 0 ends and test 1 starts meanwhile,
+    # and the supervisor's next look at the child's clock already counts 1.5 s. The report of
+    # test 0 is in the channel by then: that test ended within its limit.
+    code = (
+        "import time\n"
+        "def spin(seconds):\n"
+        "    start = time.process_time()\n"
+        "    while time.process_time() - start < seconds:\n"
+        "        pass\n"
+        "    return seconds\n"
+    )
+    suite = FunctionalSuite(
+        entry_point="spin", reference_code=code, inputs={"base": [[0.3], [2.0]]}
+    )
+    expect = Child.expect
+
+    def expect_then_hold_the_gil(self, kind, budget):
+        event = expect(self, kind, budget)
+        if kind == "load":
+            threading.Thread(target=_hold_the_gil, args=(1.5,)).start()
+        return event
+
+    monkeypatch.setattr(Child, "expect", expect_then_hold_the_gil)
+    executor = Executor(workers=1)
+    job = executor.job(suite, code, [1.0, 10.0])
+    judged = asyncio.run(executor.run_judging(job, [Budget(1.0, 60), Budget(10.0, 60)]))
+    assert judged.stop is None, judged.stop.detail
+    assert [t["status"] for t in judged.tests] == ["ok", "ok"]
 
 
 THREADED_WORK = (
