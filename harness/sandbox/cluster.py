@@ -22,6 +22,7 @@ import asyncio
 import os
 import socket
 import threading
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,12 +115,7 @@ class Cluster:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(
-                address=address,
-                logging_level="ERROR",
-                log_to_driver=False,
-                include_dashboard=False if address is None else None,
-            )
+            _init(ray, address)
         self._actor_class = ray.remote(SandboxNode)
         self.nodes: list[Node] = []
         self.replaced = 0  # actors lost and replaced (or left out, with their node)
@@ -216,6 +212,29 @@ def _last_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     named = [line for line in lines if "Error: " in line and not line.startswith("ray.")]
     return (named or lines or [type(exc).__name__])[-1]
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """Connect to (or start) the cluster. A Ray Client connection is tried up to
+    ``RAY_ATTEMPTS`` times: the head's client proxy sometimes fails to start the per-client
+    server (it exits at once; seen once in a fresh-clone CI run), and a new attempt starts
+    another."""
+    for attempt in range(1, RAY_ATTEMPTS + 1):
+        try:
+            ray.init(
+                address=address,
+                logging_level="ERROR",
+                log_to_driver=False,
+                include_dashboard=False if address is None else None,
+            )
+            return
+        except (
+            ConnectionError
+        ) as exc:  # ConnectionAbortedError: "Starting Ray client server failed"
+            if not (address or "").startswith("ray://") or attempt == RAY_ATTEMPTS:
+                where = address or os.environ.get("RAY_ADDRESS") or "a new local cluster"
+                raise CorebenchError(f"cannot connect to Ray at {where}: {exc}") from None
+            time.sleep(1.0)
 
 
 def connect(address: str | None, isolation: str | None) -> Cluster:
