@@ -228,9 +228,8 @@ def _init(ray: Any, address: str | None) -> None:
                 include_dashboard=False if address is None else None,
             )
             return
-        except (
-            ConnectionError
-        ) as exc:  # ConnectionAbortedError: "Starting Ray client server failed"
+        # Ray Client raises ConnectionAbortedError("Starting Ray client server failed")
+        except ConnectionError as exc:
             if not (address or "").startswith("ray://") or attempt == RAY_ATTEMPTS:
                 where = address or os.environ.get("RAY_ADDRESS") or "a new local cluster"
                 raise CorebenchError(f"cannot connect to Ray at {where}: {exc}") from None
