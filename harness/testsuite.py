@@ -56,20 +56,34 @@ class FunctionalSuite:
         """How many tests, over all named suites."""
         return sum(map(len, self.inputs.values()))
 
+    @property
+    def flat_inputs(self) -> list[list[Any]]:
+        """Every test's input in run order (suite by suite)."""
+        return [args for tests in self.inputs.values() for args in tests]
+
+    @cached_property
+    def sent_inputs(self) -> list[Any]:
+        """Every test's input in run order as the child receives it: call arguments in the
+        sandbox's encoding, an expression or stdin as text. Made once per suite: the cache key
+        and every job reuse it."""
+        if self.mode != "call":
+            return [str(args[0]) for args in self.flat_inputs]
+        from .sandbox.codec import encode
+
+        return [encode(args) for args in self.flat_inputs]
+
     @cached_property
     def content_key(self) -> str:
         """sha256 of everything that determines the reference's outputs and times: its code, how
         it is run, and every test input (so a changed dataset or option never reuses a cache)."""
-        from .sandbox.codec import encode
-
         digest = hashlib.sha256()
         parts = (self.prelude, self.reference_code, self.mode, self.entry_point, self.setup_code)
         for part in (*parts, self.fingerprint):
             digest.update(json.dumps(part).encode() + b"\0")
-        for name, tests in self.inputs.items():
-            digest.update(json.dumps(name).encode() + b"\0")
-            for args in tests:
-                digest.update(json.dumps(encode(args), sort_keys=True).encode() + b"\n")
+        digest.update(
+            json.dumps([[name, len(tests)] for name, tests in self.inputs.items()]).encode()
+        )
+        digest.update(json.dumps(self.sent_inputs).encode())
         return digest.hexdigest()
 
 

@@ -22,6 +22,7 @@ import copy
 import json
 import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,12 +51,23 @@ def run_samples(run_dir: Path) -> list[dict]:
     ]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+LIMIT = "the machine's limit"
+CPU_S: dict[str, list[float]] = {}  # per tool: CPU seconds of each run
+
+
+def timed(argv: list[str], env: dict[str, str], tool: str) -> float:
+    """Wall seconds of one run; its CPU seconds (user + system of every process that was waited
+    for, as the kernel counts them) are kept in CPU_S."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.exit(f"{argv[:4]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return time.perf_counter() - started
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU_S.setdefault(tool, []).append(cpu)
+    return wall
 
 
 def with_fillers(rows: list[dict], benchmark) -> tuple[list[dict], int]:
@@ -95,10 +107,10 @@ def main() -> None:
         copy = work / f"evalplus-{name}" / "samples.jsonl"
         copy.parent.mkdir()
         copy.write_text(samples.read_text())
-        return timed([*evalplus, "--samples", str(copy)], env)
+        return timed([*evalplus, "--samples", str(copy)], env, "evalplus.evaluate")
 
     def run_corebench(name: str) -> float:
-        return timed([*ours, "--out", str(work / f"corebench-{name}")], env)
+        return timed([*ours, "--out", str(work / f"corebench-{name}")], env, "corebench evaluate")
 
     print(f"cold: evalplus.evaluate {run_evalplus('cold'):.1f} s, ", end="")
     print(f"corebench evaluate {run_corebench('cold'):.1f} s")
@@ -116,6 +128,15 @@ def main() -> None:
         f"median warm: evalplus.evaluate {statistics.median(theirs_s):.1f} s, corebench evaluate "
         f"{statistics.median(ours_s):.1f} s; speed-up "
         f"{statistics.median(theirs_s) / statistics.median(ours_s):.2f}x"
+    )
+    warm_cpu = {  # the tools' first run is the cold one
+        tool: statistics.median(runs if tool == LIMIT else runs[1:]) for tool, runs in CPU_S.items()
+    }
+    print(
+        "median warm CPU seconds of the processes each waited for (the kernel's count; "
+        "corebench's sandbox children are reaped inside their own PID namespace, so its figure "
+        "is the harness's own work): "
+        + ", ".join(f"{tool} {cpu:.1f} s" for tool, cpu in warm_cpu.items())
     )
     if all(limit_s):
         limit = statistics.median(limit_s)
@@ -183,11 +204,16 @@ def reference_work(benchmark) -> list[tuple[str, str, list]]:
 def machine_limit(work: list[tuple[str, str, list]]) -> float:
     """Wall seconds to call every reference on every test in os.cpu_count() plain processes, in
     the order given (costliest first: ``costliest_first``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with multiprocessing.Pool(os.cpu_count()) as pool:
         started = time.perf_counter()
         for _ in pool.imap_unordered(_run_task, work, chunksize=1):
             pass
-        return time.perf_counter() - started
+        wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU_S.setdefault(LIMIT, []).append(cpu)
+    return wall
 
 
 def costliest_first(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list]]:

@@ -279,3 +279,30 @@ def test_online_evalplus_files_come_through_evalplus_public_helpers_at_our_versi
     assert asked == [
         "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus.jsonl.gz"
     ]
+
+
+def _same_shape(a, b) -> bool:
+    """Equal values of the same types all the way down (a tuple is not a list, {} not set())."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(map(_same_shape, a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_shape(a[k], b[k]) for k in a)
+    return a == b or (a != a and b != b)  # NaN equals NaN here
+
+
+def test_mbpp_plus_inputs_have_the_shapes_evalplus_gives_them_on_every_task(data_dir):
+    from evalplus.data.mbpp import mbpp_deserialize_inputs
+
+    from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
+
+    benchmark = MbppPlus(data_dir)
+    converted = 0
+    for task_id, problem in benchmark.problems.items():
+        suite = benchmark.test_suite(task_id)
+        for name in ("base", "plus"):
+            theirs = mbpp_deserialize_inputs(task_id, problem[f"{name}_input"])
+            assert _same_shape(suite.inputs[name], theirs), (task_id, name)
+            converted += theirs is not problem[f"{name}_input"]
+    assert converted == 2 * 52  # MBPP+ v0.2.0 holds 52 of the tasks whose inputs are converted

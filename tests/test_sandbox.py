@@ -4,6 +4,7 @@ from outside the program, and attempts to fake a pass, a time or a memory figure
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import time
@@ -466,7 +467,7 @@ def test_timed_children_run_without_address_space_randomization():
         with Child(job, mode=executor.mode, fixed_layout=fixed_layout) as child:
             child.expect("ready", Budget(None, 30))
             child.expect("load", Budget(None, 30))
-            child.send({"op": "prepare", "test": spec_for(suite, [], 5.0), "copies": 1})
+            child.send({"op": "prepare", "test": spec_for(suite, 0, 5.0), "copies": 1})
             child.read_event(Budget(None, 30))
             child.send({"op": "call", "report": True})
             output = child.read_event(Budget(None, 30))["output"]
@@ -624,11 +625,12 @@ def test_a_nan_output_equal_in_json_is_still_compared_as_a_float():
     assert judge(suite.reference_code, suite).verdict is Verdict.wrong_answer
 
 
-def test_a_reference_cost_is_read_without_loading_the_reference():
+def test_a_reference_cost_is_read_without_loading_the_reference_or_encoding_inputs():
     asyncio.run(Executor(workers=1).reference("t/add", ADD))
-    fresh = Executor(workers=1)
-    cost = asyncio.run(fresh.reference_cost("t/add", ADD))
+    fresh, suite = Executor(workers=1), dataclasses.replace(ADD)
+    cost = asyncio.run(fresh.reference_cost("t/add", suite))
     assert cost > 0 and fresh.oracle._memory == {}
+    assert "sent_inputs" not in vars(suite) and "content_key" not in vars(suite)
     reference = asyncio.run(fresh.reference("t/add", ADD))
     total = sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
     assert cost == pytest.approx(total)

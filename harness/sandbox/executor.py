@@ -33,7 +33,6 @@ from ..errors import CorebenchError
 from ..examples import Example
 from ..records import ExecutionResult, Measurement, TestOutcome, Verdict, calibrated
 from ..testsuite import FunctionalSuite
-from .codec import encode
 from .isolation import NOBODY, drop_to_nobody, isolation_mode, memory_limit_bytes, site_packages
 from .judging import Judged, KeepGoing, run_judging, wall_budget
 from .launch import ZygotePool, engine_setting
@@ -57,13 +56,14 @@ def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
     return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
 
-def spec_for(suite: FunctionalSuite, test_input: list[Any], cpu_limit: float) -> dict[str, Any]:
-    """One test as the child runs it, in the suite's mode."""
+def spec_for(suite: FunctionalSuite, index: int, cpu_limit: float) -> dict[str, Any]:
+    """Test ``index`` (in run order) as the child runs it, in the suite's mode."""
+    sent = suite.sent_inputs[index]
     if suite.mode == "stdio":
-        return stdio_test(str(test_input[0]), cpu_limit, wall_budget(cpu_limit))
+        return stdio_test(sent, cpu_limit, wall_budget(cpu_limit))
     if suite.mode == "expr":
-        return expr_test(str(test_input[0]), cpu_limit)
-    return call_test(encode(test_input), cpu_limit)
+        return expr_test(sent, cpu_limit)
+    return call_test(sent, cpu_limit)
 
 
 class Executor:
@@ -107,10 +107,10 @@ class Executor:
         **extra: Any,
     ) -> Job:
         """A child job running ``code`` on the suite's tests (None: a timing session)."""
-        flat = [args for name in suite.inputs for args in suite.inputs[name]]
         tests = None
         if cpu_limits is not None:
-            tests = [spec_for(suite, a, lim) for a, lim in zip(flat, cpu_limits, strict=True)]
+            limits = zip(range(suite.size), cpu_limits, strict=True)
+            tests = [spec_for(suite, i, limit) for i, limit in limits]
         return self.bare_job(
             suite.prelude + code if suite.prelude else code,
             mode=suite.mode,
@@ -250,8 +250,7 @@ class Executor:
 
     # --- efficiency ----------------------------------------------------------------------------
     async def _timed(self, code: str, suite: FunctionalSuite, repeats: int) -> Timed:
-        flat = [args for name in suite.inputs for args in suite.inputs[name]]
-        specs = [spec_for(suite, args, REFERENCE_CPU_LIMIT_S) for args in flat]
+        specs = [spec_for(suite, i, REFERENCE_CPU_LIMIT_S) for i in range(suite.size)]
         job = self.job(suite, code, None, cpu_budget=MAX_TOTAL_TIME_S * (repeats + 2) * 4)
         async with self._alone():
             return await asyncio.to_thread(time_program, job, specs, repeats, mode=self.mode)

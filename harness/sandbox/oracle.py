@@ -11,7 +11,6 @@ the Python version and the timing settings.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
@@ -118,39 +117,36 @@ class Oracle:
 
     async def cost(self, task_id: str, suite: FunctionalSuite) -> float:
         """The reference's CPU seconds over all tests (how long judging the task takes), read
-        from a small file beside the cached reference: ordering work by cost does not have to
-        load every reference first."""
+        from a small file found by :func:`cost_key`: ordering work by cost loads no reference
+        and encodes no input before the first program starts."""
         if suite.expected is not None and not suite.reference_code:
             return 0.0
-        key = reference_key(task_id, suite)
-        if key not in self._memory:
-            try:
-                return float(_path(key, ".cost").read_text())
-            except (OSError, ValueError):
-                pass
-        return _total_cpu((await self.reference(task_id, suite)).cpu_s)
+        try:
+            return float(_path(cost_key(task_id, suite), ".cost").read_text())
+        except (OSError, ValueError):
+            return _total_cpu((await self.reference(task_id, suite)).cpu_s)
 
     async def _cached(self, key: str, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
+        """From the disk cache, or computed and stored. Files are read, decoded and written on a
+        worker thread: a large reference (MBPP+ holds one of 147 MB) does not stop the event
+        loop from starting and reading other programs meanwhile."""
         path = _path(key, ".json")
-        data = None
-        if path.exists():
-            with contextlib.suppress(ValueError):  # a torn or foreign file: computed again below
-                data = json.loads(path.read_text())
+        data = await asyncio.to_thread(_read, path)
         if data is None:
             data = await self._compute(task_id, suite)
-            _write(path, json.dumps(data))
-        if not _path(key, ".cost").exists():
-            _write(_path(key, ".cost"), repr(_total_cpu(data["cpu_s"])))
+            await asyncio.to_thread(_write, path, json.dumps(data))
+        cost = _path(cost_key(task_id, suite), ".cost")
+        if not cost.exists():
+            _write(cost, repr(_total_cpu(data["cpu_s"])))
         return data
 
     async def _compute(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
-        names = list(suite.inputs)
-        flat = [args for name in names for args in suite.inputs[name]]
+        names, size = list(suite.inputs), suite.size
         calls = 1 + REFERENCE_TIMING_WARMUP + REFERENCE_TIMING_REPEATS
         job = self.make_job(
             suite,
             suite.reference_code,
-            [REFERENCE_CPU_LIMIT_S] * len(flat),
+            [REFERENCE_CPU_LIMIT_S] * size,
             stop_on_error=False,
             self_timing=SelfTiming(
                 warmup=REFERENCE_TIMING_WARMUP,
@@ -159,14 +155,14 @@ class Oracle:
             ),
         )
         budget = Budget(REFERENCE_CPU_LIMIT_S * calls, wall_budget(REFERENCE_CPU_LIMIT_S * calls))
-        judged = await self.run_judging(job, [budget] * len(flat))
+        judged = await self.run_judging(job, [budget] * size)
         tests = {i: e for i, e in enumerate(judged.tests) if e["status"] == "ok"}
-        bad = [i for i in range(len(flat)) if i not in tests]
+        bad = [i for i in range(size) if i not in tests]
         if bad and suite.expected is None:  # its outputs are the expected ones: all are needed
             first = judged.tests[bad[0]] if bad[0] < len(judged.tests) else {}
             why = first.get("error") or first.get("status") or _why_stopped(judged)
             raise CorebenchError(
-                f"reference solution of {task_id} fails on {len(bad)} of {len(flat)} inputs ({why})"
+                f"reference solution of {task_id} fails on {len(bad)} of {size} inputs ({why})"
             )
         outputs: dict[str, list[Any]] = {}
         cpu: dict[str, list[float | None]] = {}
@@ -177,6 +173,23 @@ class Oracle:
             cpu[name] = [tests[i].get("cpu") if i in tests else None for i in span]
             index = span.stop
         return {"outputs": outputs, "cpu_s": cpu}
+
+
+def cost_key(task_id: str, suite: FunctionalSuite) -> str:
+    """Where a reference's total CPU time is kept: the task, the dataset version and the
+    reference code, but not every input, so it is cheap to compute for every task up front. A
+    cost found under a stale key only changes the order work is done in, never a result."""
+    material = [REFERENCE_FORMAT, sys.version, platform.machine(), task_id, suite.fingerprint]
+    material += [suite.reference_code, suite.mode, suite.size]
+    return "cost-" + hashlib.sha256(json.dumps(material).encode()).hexdigest()[:40]
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A cached reference; None when there is none, or a torn or foreign file (computed again)."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
 
 
 def _path(key: str, suffix: str) -> Path:

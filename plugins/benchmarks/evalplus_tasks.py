@@ -13,6 +13,7 @@ from corebench.harness.examples import docstring_examples
 from corebench.harness.metadata import file_fingerprint
 from corebench.plugins.benchmarks.evalplus_oracles import EvalPlusComparator
 from corebench.plugins.benchmarks.mbpp_original import MbppProblem, load_mbpp
+from corebench.plugins.benchmarks.mbpp_plus_inputs import mbpp_plus_inputs
 from corebench.plugins.benchmarks.sources import DataFile, read_jsonl, unreadable
 
 _ASSERT_LINE = re.compile(r"^\s*assert .+$", re.MULTILINE)
@@ -164,9 +165,7 @@ class MbppPlus(EvalPlusBenchmark):
         return self._train
 
     def _inputs(self, task_id: str, inputs: list[Any]) -> list[Any]:
-        from evalplus.data.mbpp import mbpp_deserialize_inputs
-
-        return mbpp_deserialize_inputs(task_id, inputs)
+        return mbpp_plus_inputs(task_id, inputs)
 
 
 HELD_OUT_PERIOD, HELD_OUT_PER_PERIOD = 33, 8
