@@ -6,8 +6,11 @@ import math
 import pytest
 
 from corebench.harness.sandbox.codec import (
+    DIGEST_CHUNK_ROWS,
+    PICKLE_DIGEST_ITEMS,
     Digest,
     Opaque,
+    _text_rows_digest,
     decode,
     encode,
     encode_text,
@@ -69,3 +72,54 @@ def test_long_flat_rows_are_hashed_canonically_and_keep_tuple_vs_list():
     assert digest is not None and encode_text(rebuilt)[1] == digest
     assert encode_text([list(r) for r in rows])[1] != digest
     assert encode_text(rows[:-1] + [("r", "g", -1)])[1] != digest
+
+
+def test_long_rows_of_strings_are_hashed_by_their_exact_split():
+    n = DIGEST_CHUNK_ROWS + PICKLE_DIGEST_ITEMS  # more than one chunk
+    rows = [("red", "green", str(i)) for i in range(n)]
+    digest = encode_text(rows)[1]
+    rebuilt = [tuple(["re" + "d", "".join(["gr", "een"]), str(i)]) for i in range(n)]
+    assert digest is not None and encode_text(rebuilt)[1] == digest
+    assert encode_text(tuple(rows))[1] not in (None, digest)  # a tuple of rows is not a list
+    assert encode_text([list(r) for r in rows])[1] not in (None, digest)
+    # the same characters split differently: within a row, across rows, across chunks
+    moved = [*rows[:5], ("redg", "reen", "5"), *rows[6:]]
+    assert encode_text(moved)[1] != digest
+    regrouped = [*rows[:5], ("red", "green"), ("5", "red", "green", "6"), *rows[7:]]
+    assert encode_text(regrouped)[1] != digest
+    edge = DIGEST_CHUNK_ROWS - 1  # the last row of the first chunk
+    one = [*rows[:edge], ("red", "green", "ab"), ("c", "green", "z"), *rows[edge + 2 :]]
+    two = [*rows[:edge], ("red", "green", "abc"), ("", "green", "z"), *rows[edge + 2 :]]
+    assert encode_text(one)[1] != encode_text(two)[1]
+
+    class Name(str):
+        pass
+
+    assert encode_text([tuple(map(Name, r)) for r in rows])[1] == digest  # a str subclass: its text
+
+
+def test_long_rows_that_are_not_all_strings_fall_back_to_an_equal_canonical_digest():
+    n = PICKLE_DIGEST_ITEMS + 1
+    late_number = [("a", "b")] * (n - 1) + [("a", 1)]
+    assert _text_rows_digest(late_number) is None
+    digest = encode_text(late_number)[1]
+    assert digest is not None and encode_text([("a", "b")] * (n - 1) + [("a", 1)])[1] == digest
+    assert encode_text([("a", "b")] * (n - 1) + [("a", "1")])[1] != digest
+    with_nul = [("a\0b", "c")] * n  # a NUL would make the split ambiguous
+    assert _text_rows_digest(with_nul) is None
+    assert encode_text(with_nul)[1] != encode_text([("a", "b\0c")] * n)[1]
+    mixed = [("a",), ["a"]] * (n // 2 + 1)  # tuples and lists
+    assert _text_rows_digest(mixed) is None and encode_text(mixed)[1] is not None
+
+
+def test_a_long_list_of_flat_lists_is_encoded_whole_with_the_same_text():
+    rows = [[i, -i, 0.5, "x", None, True] for i in range(5000)]
+    text = encode_text(rows)[0]
+    assert text == "[" + ", ".join(json.dumps(encode(row)) for row in rows) + "]"
+    assert decode(json.loads(text)) == rows
+    tagged = [*rows, [2**70]]  # a big integer needs a tag: encoded item by item
+    assert decode(json.loads(encode_text(tagged)[0]))[-1] == [2**70]
+    assert math.isnan(decode(json.loads(encode_text([*rows, [math.nan]])[0]))[-1][0])
+    copy = encode(rows)
+    copy[0].append("changed")  # the encoding never shares a row with the value
+    assert rows[0] == [0, 0, 0.5, "x", None, True]

@@ -149,7 +149,8 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
     assert not pair_shape("def aux(x):\n    pass\n", mains["uses aux"], "double").aux_defined
 
 
-def test_corecode_efficiency_terms_measure_against_the_reference():
+def test_corecode_efficiency_terms_measure_against_the_reference(monkeypatch):
+    from corebench.training import grpo
     from corebench.training.corecode import planner_reward
     from corebench.training.grpo import code_reward
     from corebench.training.rewards import memory_score, speed_score
@@ -169,13 +170,25 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     assert speed[0] > 0.6 and speed[1] < 0.2 and speed[3] == 0.0, speed
     assert memory[0] > 0.6 and memory[1] > 0.6 and memory[2] < 0.2 and memory[3] == 0.0, memory
 
+    # Each reward call measures anew. The rewards are checked against the measurements taken in
+    # that same call (recorded as they pass by), so two timings of the same code never need to
+    # agree; the orderings are checked against the separate measurement above, by wide margins.
+    taken: list[list] = []
+    measure = grpo.measure_passing
+
+    def recording(programs, test_runs):
+        taken.append(measure(programs, test_runs))
+        return taken[-1]
+
+    monkeypatch.setattr(grpo, "measure_passing", recording)
+
     # the coder's reward adds the memory term; the planner's, the speed of the coder's code
     settings = load_settings("corecode", None, ["efficiency_weight=0.2"])
     rows = [{"task": task}] * 4
     answers = [f"```python\n{c}```" for c in codes]
     coder = code_reward(settings, memory_score)(answers, rows)
-    # (each call measures anew: equal within the measurements' noise)
-    assert coder == pytest.approx([0.7 + 0.2 * m for m in memory[:3]] + [0.5], abs=0.05)
+    in_call = [memory_score(m) for m in taken[-1]]
+    assert coder == pytest.approx([0.7 + 0.2 * m for m in in_call[:3]] + [0.5])
     assert coder[1] > coder[2] + 0.1  # same tests passed, a fraction of the memory
 
     class Coder:  # writes back the code a plan holds, or the program an honest plan names
@@ -187,8 +200,9 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
             ]
 
     planner = planner_reward(settings, Coder())(answers, rows)
-    expected = [1 + 0.2 * s for s in speed[:3]] + [0.0]
-    assert planner == pytest.approx(expected, abs=0.05)  # code in the plan: no quality term
+    in_call = [speed_score(m) for m in taken[-1]]
+    expected = [1 + 0.2 * s for s in in_call[:3]] + [0.0]
+    assert planner == pytest.approx(expected)  # code in the plan: no quality term
     assert planner[0] > planner[1] + 0.1
     honest = [
         "Input/Output: total receives n and gives back a number.\n"
@@ -198,12 +212,14 @@ def test_corecode_efficiency_terms_measure_against_the_reference():
     ]
     assert all(not parse_plan(h).has_code and parse_plan(h).quality == 1 for h in honest)
     honest_rewards = planner_reward(settings, Coder())(honest, rows)
+    in_call = [speed_score(m) for m in taken[-1]]
     # the same programs, so the same pass rates; the honest plans add the plan-quality term
-    assert honest_rewards == pytest.approx([r + 0.2 for r in planner], abs=0.05)
-    assert all(h > c + 0.1 for h, c in zip(honest_rewards, planner, strict=True))
+    assert honest_rewards == pytest.approx([1.2 + 0.2 * s for s in in_call[:3]] + [0.2])
+    assert len(taken) == 3  # one measurement per call above
     off = load_settings("corecode", None, ["efficiency_weight=0"])
     assert code_reward(off, memory_score)(answers, rows) == pytest.approx([0.7, 0.7, 0.7, 0.5])
     assert planner_reward(off, Coder())(answers, rows) == pytest.approx([1, 1, 1, 0])
+    assert len(taken) == 3  # no weight, no measuring
 
 
 def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 
 MAX_DEPTH = 100
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # scalars JSON holds as they are
@@ -89,6 +90,16 @@ def _flat(items):
     return None
 
 
+def _flat_lists(items):
+    """A copy of ``items`` when every item is an exact list of untagged scalars (in C), else None:
+    such a list of lists is its own encoding."""
+    if type(items) is not list or not items or set(map(type, items)) != {list}:
+        return None
+    if _flat(list(itertools.chain.from_iterable(items))) is None:
+        return None
+    return list(map(list.copy, items))
+
+
 def _sorted_by_text(encoded):
     """Canonical order for unordered containers, so equal values encode (and hash) equally."""
     return sorted(encoded, key=lambda e: json.dumps(e))
@@ -113,7 +124,7 @@ def encode(value, depth: int = 0):
     if isinstance(value, complex):
         return {"$": "complex", "v": [encode(value.real, d), encode(value.imag, d)]}
     if isinstance(value, list):
-        flat = _flat(value) if type(value) is list else None
+        flat = (_flat(value) or _flat_lists(value)) if type(value) is list else None
         return flat if flat is not None else [encode(v, d) for v in list.__iter__(value)]
     if isinstance(value, tuple):
         flat = _flat(value) if type(value) is tuple else None
@@ -146,7 +157,9 @@ def encode(value, depth: int = 0):
     }
 
 
-PICKLE_DIGEST_ITEMS = 65_536  # long outputs made of flat rows are hashed from a canonical pickle
+PICKLE_DIGEST_ITEMS = 65_536  # longer outputs made of flat rows are hashed without JSON
+DIGEST_CHUNK_ROWS = 10_000  # rows hashed at a time, so no second copy of a huge output exists
+FORMAT = 2  # bump when an output's digest changes: cached reference digests are then recomputed
 
 
 def _flat_rows(value) -> bool:
@@ -156,21 +169,67 @@ def _flat_rows(value) -> bool:
     )
 
 
+def _text_rows_digest(value) -> str | None:
+    """sha256 of rows of strings (all tuples or all lists), or None for any other output.
+
+    Hashes the row type, each row's length, then every string followed by a NUL: that
+    determines the rows exactly, as long as no string holds a NUL (then None). ``str.join``
+    checks the items' types on the way, at C speed, so no separate pass over them is needed; a
+    str subclass counts as its text, as :func:`encode` has it.
+    """
+    import array
+    import hashlib  # imported where needed: every child start would pay for them
+
+    row_types = set(map(type, value))
+    if len(row_types) != 1 or not row_types <= {tuple, list}:
+        return None
+    lengths = array.array("q", map(len, value))
+    if sys.byteorder == "big":
+        lengths.byteswap()
+    row_type = row_types.pop().__name__
+    hasher = hashlib.sha256(f"text-rows-v1:{type(value).__name__}:{row_type}:".encode())
+    hasher.update(lengths.tobytes())
+    for start in range(0, len(value), DIGEST_CHUNK_ROWS):
+        chunk = value[start : start + DIGEST_CHUNK_ROWS]
+        try:
+            text = "\0".join(itertools.chain.from_iterable(chunk))
+        except TypeError:  # an item that is not a string
+            return None
+        items = sum(lengths[start : start + DIGEST_CHUNK_ROWS])
+        if not items:
+            continue
+        if text.count("\0") != items - 1:  # a string holding a NUL: the split would be ambiguous
+            return None
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
 def _pickle_digest(value) -> str:
     """sha256 of a memo-free pickle: equal values give equal bytes whatever object identity they
-    have, and tuples differ from lists. Ten times faster than JSON for rows of strings."""
-    import hashlib  # imported where needed: every child start would pay for them
+    have, and tuples differ from lists. Ten times faster than JSON for rows of scalars."""
+    import hashlib
     import io
     import pickle
 
     hasher = hashlib.sha256(f"pickle-v1:{type(value).__name__}:".encode())
-    for start in range(0, len(value), 10_000):
+    for start in range(0, len(value), DIGEST_CHUNK_ROWS):
         buffer = io.BytesIO()
         pickler = pickle.Pickler(buffer, protocol=4)
         pickler.fast = True  # no memo: canonical for trees of plain values
-        pickler.dump(value[start : start + 10_000])
+        pickler.dump(value[start : start + DIGEST_CHUNK_ROWS])
         hasher.update(buffer.getvalue())
     return hasher.hexdigest()
+
+
+def _rows_digest(value) -> str | None:
+    """The digest of a long output made of flat rows; None for any other output."""
+    if type(value) not in (list, tuple) or len(value) <= PICKLE_DIGEST_ITEMS:
+        return None
+    digest = _text_rows_digest(value)
+    if digest is None and _flat_rows(value):
+        digest = _pickle_digest(value)
+    return digest
 
 
 def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:
@@ -179,13 +238,20 @@ def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, st
     Long top-level lists and tuples are encoded item by item, so a huge output never exists
     twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
     """
-    if type(value) in (list, tuple) and len(value) > PICKLE_DIGEST_ITEMS and _flat_rows(value):
-        return None, _pickle_digest(value)
-    if type(value) in (list, tuple) and len(value) > 1024 and _flat(value) is None:
+    digest = _rows_digest(value)
+    if digest is not None:
+        return None, digest
+    long = type(value) in (list, tuple) and len(value) > 1024
+    whole = (_flat(value) or _flat_lists(value)) if long else None  # encoded in C
+    if long and whole is None:
         head, tail = ("[", "]") if type(value) is list else ('{"$": "tuple", "v": [', "]}")
         items = (json.dumps(encode(item, 1)) for item in value)
     else:
-        head, tail, items = "", "", iter((json.dumps(encode(value)),))
+        if whole is None:
+            whole = encode(value)
+        elif type(value) is tuple:
+            whole = {"$": "tuple", "v": whole}
+        head, tail, items = "", "", iter((json.dumps(whole),))
     import hashlib
 
     parts, size, hasher = [head], len(head), None

@@ -5,7 +5,7 @@ suite in the sandbox and times itself (a warm-up call, then the median of up to
 REFERENCE_TIMING_REPEATS calls, fewer once they used REFERENCE_TIMING_BUDGET_S of CPU; a stdio
 reference is timed by the child, one process per run). Results are cached on disk under a key
 made of everything that determines them: the suite's content (code, mode, every test input),
-the Python version and the timing settings.
+how large outputs are digested (``codec.FORMAT``), the Python version and the timing settings.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ..config import (
 )
 from ..errors import CorebenchError
 from ..testsuite import FunctionalSuite
+from . import codec
 from .codec import reported_output
 from .judging import Judged, wall_budget
 from .protocol import Job, SelfTiming
@@ -77,6 +78,7 @@ def reference_key(task_id: str, suite: FunctionalSuite) -> str:
     material = json.dumps(
         [
             REFERENCE_FORMAT,
+            codec.FORMAT,
             sys.version,
             platform.machine(),
             task_id,
