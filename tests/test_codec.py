@@ -10,6 +10,7 @@ from corebench.harness.sandbox.codec import (
     PICKLE_DIGEST_ITEMS,
     Digest,
     Opaque,
+    _flat_lists,
     _text_rows_digest,
     decode,
     encode,
@@ -113,13 +114,19 @@ def test_long_rows_that_are_not_all_strings_fall_back_to_an_equal_canonical_dige
 
 
 def test_a_long_list_of_flat_lists_is_encoded_whole_with_the_same_text():
-    rows = [[i, -i, 0.5, "x", None, True] for i in range(5000)]
-    text = encode_text(rows)[0]
-    assert text == "[" + ", ".join(json.dumps(encode(row)) for row in rows) + "]"
-    assert decode(json.loads(text)) == rows
-    tagged = [*rows, [2**70]]  # a big integer needs a tag: encoded item by item
+    coordinates = [[i, -i, i * 3] for i in range(5000)]  # rows of one scalar type: in C
+    words = [["x", str(i)] for i in range(5000)]
+    assert _flat_lists(coordinates) is not None and _flat_lists(words) is not None
+    mixed = [[i, 0.5, "x", None, True] for i in range(5000)]  # mixed rows: item by item
+    assert _flat_lists(mixed) is None
+    for rows in (coordinates, words, mixed):
+        text = encode_text(rows)[0]
+        assert text == "[" + ", ".join(json.dumps(encode(row)) for row in rows) + "]"
+        assert decode(json.loads(text)) == rows
+    tagged = [*coordinates, [2**70]]  # a big integer needs a tag
+    assert _flat_lists(tagged) is None
     assert decode(json.loads(encode_text(tagged)[0]))[-1] == [2**70]
-    assert math.isnan(decode(json.loads(encode_text([*rows, [math.nan]])[0]))[-1][0])
-    copy = encode(rows)
+    assert math.isnan(decode(json.loads(encode_text([[0.5]] * 2000 + [[math.nan]])[0]))[-1][0])
+    copy = encode(coordinates)
     copy[0].append("changed")  # the encoding never shares a row with the value
-    assert rows[0] == [0, 0, 0.5, "x", None, True]
+    assert coordinates[0] == [0, 0, 0]
