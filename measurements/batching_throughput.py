@@ -7,8 +7,9 @@ came) and after (continuous batching, ``plugins/backends/engine.py``).
 
 Prints:
 1. raw decode throughput at batch 1, 8, 16 and 32 (one decode step over a 600-token context),
-   with transformers' ``DynamicCache`` (which concatenates the whole cache every step) and with
-   the engine's in-place cache: the ceiling a run can approach;
+   with transformers' ``DynamicCache`` (which concatenates the whole cache every step), with
+   the engine's in-place cache, and with that cache and the engine's CPU decode attention
+   (``decode_attention.py``) instead of ``sdpa``: the ceiling a run can approach;
 2. the README's first command (corecode, MBPP+, ``--limit`` tasks) both ways: wall time, useful
    completion tokens per second, pass rates;
 3. the share of batch slots wasted: row-steps computed for rows that had already finished (a
@@ -125,6 +126,7 @@ def ceiling() -> None:
     import torch
     from transformers import DynamicCache
 
+    from corebench.plugins.backends.decode_attention import DECODE
     from corebench.plugins.backends.engine import growing_cache, pairs_of
 
     backend = EmbeddedBackend()
@@ -135,11 +137,13 @@ def ceiling() -> None:
     )
     for batch in (1, 8, 16, 32):
         with torch.inference_mode():
+            model.set_attn_implementation("sdpa")
             prefill = model(input_ids=torch.randint(100, 1000, (batch, CONTEXT)), use_cache=True)
             pairs = pairs_of(prefill.past_key_values)
             token = torch.randint(100, 1000, (batch, 1))
             rates = []
-            for grow in (False, True):
+            for grow, attention in ((False, "sdpa"), (True, "sdpa"), (True, DECODE)):
+                model.set_attn_implementation(attention)
                 cache = growing_cache(pairs) if grow else DynamicCache(ddp_cache_data=pairs)
                 mask = torch.ones(batch, CONTEXT, dtype=torch.long)
                 steps, started = 8, time.perf_counter()
@@ -154,8 +158,9 @@ def ceiling() -> None:
                     )
                 rates.append(batch * steps / (time.perf_counter() - started))
         print(
-            f"   batch {batch:>2}: {rates[0]:6.1f} tok/s with DynamicCache, "
-            f"{rates[1]:6.1f} tok/s with the engine's cache"
+            f"   batch {batch:>2}: {rates[0]:6.1f} tok/s with DynamicCache and sdpa, "
+            f"{rates[1]:6.1f} with the engine's cache and sdpa, "
+            f"{rates[2]:6.1f} with the engine's cache and its decode attention"
         )
     backend.close()
 

@@ -38,19 +38,69 @@ def float32_backend():
 
 
 def test_greedy_decoding_matches_transformers_generate(float32_backend):
-    # the engine's own loop (cache, positions, masks) against transformers' reference decode
+    # the engine's own loop (cache, positions, masks) and its CPU decode attention against
+    # transformers' reference decode with transformers' own sdpa attention
     import torch
 
+    from corebench.plugins.backends.decode_attention import DECODE
+
     tok, model = float32_backend._tokenizer, float32_backend._model
-    for request in requests():
-        text = tok.apply_chat_template(
-            [m.model_dump() for m in request.messages], add_generation_prompt=True, tokenize=False
-        )
-        ids = tok(text, return_tensors="pt", add_special_tokens=False)
-        with torch.inference_mode():
-            out = model.generate(**ids, max_new_tokens=24, do_sample=False)
-        expected = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
-        assert float32_backend.generate_batch([request])[0].text == expected
+    ours = [float32_backend.generate_batch([r])[0].text for r in requests()]
+    assert model.config._attn_implementation == DECODE
+    model.set_attn_implementation("sdpa")
+    try:
+        for request, text_ours in zip(requests(), ours, strict=True):
+            text = tok.apply_chat_template(
+                [m.model_dump() for m in request.messages],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            ids = tok(text, return_tensors="pt", add_special_tokens=False)
+            with torch.inference_mode():
+                out = model.generate(**ids, max_new_tokens=24, do_sample=False)
+            expected = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+            assert text_ours == expected
+    finally:
+        model.set_attn_implementation(DECODE)
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float", "none"])
+def test_decode_attention_equals_sdpa_with_padding_and_shared_heads(mask_kind):
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from corebench.plugins.backends.decode_attention import decode_attention
+
+    torch.manual_seed(0)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.is_causal = 3, True
+    batch, heads, kv_heads, cached, dim = 4, 9, 3, 37, 16
+    key = torch.randn(batch, kv_heads, cached + 5, dim)[:, :, :cached]  # a view, as the engine's
+    value = torch.randn(batch, kv_heads, cached, dim)
+    allowed = torch.ones(batch, 1, 1, cached, dtype=torch.bool)
+    allowed[1, ..., :10] = False  # left padding of different widths
+    allowed[3, ..., :36] = False
+    mask = {
+        "bool": allowed,
+        "float": torch.zeros(batch, 1, 1, cached).masked_fill(~allowed, float("-inf")),
+        "none": None,
+    }[mask_kind]
+    query = torch.randn(batch, heads, 1, dim)
+    ours, _ = decode_attention(module, query, key, value, mask, scaling=0.3)
+    theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.3)
+    assert ours.shape == theirs.shape == (batch, 1, heads, dim)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    if mask is not None:  # a padded position changes nothing
+        poked = value.clone()
+        poked[3, :, :36] += 100.0
+        again, _ = decode_attention(module, query, key, poked, mask, scaling=0.3)
+        torch.testing.assert_close(again[3], ours[3])
+    prefill = torch.randn(batch, heads, 5, dim)  # more than one query token: sdpa itself
+    causal = torch.ones(batch, 1, 5, cached, dtype=torch.bool).tril(cached - 5)
+    torch.testing.assert_close(
+        decode_attention(module, prefill, key, value, causal)[0],
+        sdpa_attention_forward(module, prefill, key, value, causal)[0],
+    )
 
 
 def test_batched_greedy_outputs_equal_one_at_a_time_in_float32(float32_backend):

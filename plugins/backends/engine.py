@@ -13,7 +13,9 @@ loop over the requests in flight:
   stop string, or its request's ``stop_pattern``) leaves the batch at once, its slot free for
   the next request, and the cache columns no row needs any more are dropped;
 - at temperature > 0 each request samples from its own generator (``sampling.py``), so what it
-  samples does not depend on what else was in flight.
+  samples does not depend on what else was in flight;
+- on the CPU, a decode step's attention multiplies each query head group with its shared
+  key/value head (``decode_attention.py``) instead of copying the cache per query head.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from transformers.cache_utils import DynamicLayer
 
 from corebench.harness.backend import cut_at_stop
 from corebench.harness.records import Generation, GenerationRequest
+from corebench.plugins.backends.decode_attention import use_decode_attention
 from corebench.plugins.backends.sampling import RowSampler
 
 Deliver = Callable[[Generation | BaseException], None]
@@ -124,6 +127,8 @@ class DecodeEngine:
     def __init__(self, model: Any, tokenizer: Any, device: str, max_batch: int):
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.max_batch = max(1, max_batch)
+        if device == "cpu":
+            use_decode_attention(model)
         eos = model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}
         self.eos_ids.discard(None)
