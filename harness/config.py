@@ -82,6 +82,7 @@ MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
 ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto (bubblewrap, or refuse) | bwrap | unsafe
 ENV_ENGINE = "COREBENCH_ENGINE"  # fork (a zygote forks each judging child) | exec (fresh bwrap)
+JUDGING_AHEAD_PER_WORKER = 2  # solutions prepared ahead per slot (stored, encoded, reference read)
 
 # --- measurement phase (passing solutions only, one at a time) -----------------------------------
 DEFAULT_REPEATS = 5  # timed calls per test; the median counts

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .benchmark import Benchmark
+from .config import JUDGING_AHEAD_PER_WORKER
 from .errors import CorebenchError
 from .metadata import environment_metadata, provenance_changes
 from .records import ExecutionResult, RunConfig, Solution
@@ -123,7 +124,16 @@ class Recorder:
         )
         cost = dict(zip(tasks, costs, strict=True))
         ordered = sorted(solutions, key=lambda s: cost[s.task_id], reverse=True)
-        await asyncio.gather(*(self.judge(s) for s in ordered))
+        # Each solution is prepared (stored, its inputs encoded, its reference read) just ahead
+        # of a free slot, in this order: preparing them all first kept the machine idle for a
+        # second at the start of an MBPP+ evaluation.
+        ahead = asyncio.Semaphore(JUDGING_AHEAD_PER_WORKER * self.executor.workers)
+
+        async def judge(solution: Solution) -> None:
+            async with ahead:
+                await self.judge(solution)
+
+        await asyncio.gather(*(judge(s) for s in ordered))
 
     async def measure(self, repeats: int) -> int:
         """The measurement phase, after every sample has its verdict: each passing sample without

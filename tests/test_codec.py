@@ -1,4 +1,4 @@
-"""The plain-data codec between the sandbox child and the harness."""
+"""The plain-data codec between the sandbox child and the harness, and how outputs travel."""
 
 import json
 import math
@@ -17,6 +17,7 @@ from corebench.harness.sandbox.codec import (
     encode_text,
     reported_output,
 )
+from corebench.harness.sandbox.protocol import ProtocolError, event_line, parse_event
 
 VALUES = [
     None, True, 0, -(2**80), 3.5, math.inf, "text", b"\x00bytes", 1 + 2j,
@@ -130,3 +131,16 @@ def test_a_long_list_of_flat_lists_is_encoded_whole_with_the_same_text():
     copy = encode(coordinates)
     copy[0].append("changed")  # the encoding never shares a row with the value
     assert coordinates[0] == [0, 0, 0]
+
+
+def test_an_output_travels_as_its_json_text_spliced_in_last():
+    """The child splices an output's JSON text in as the last field; the harness keeps that text
+    (decoded only when needed), however much it looks like a field itself."""
+    text = json.dumps([1, 'a, "output": 2}'])
+    line = event_line({"event": "test", "i": 0, "status": "ok"}, text)
+    assert json.loads(line) == {"event": "test", "i": 0, "status": "ok", "output": json.loads(text)}
+    event = parse_event(line.rstrip(b"\n"))
+    assert event == {"event": "test", "i": 0, "status": "ok", "output": text.encode()}
+    assert reported_output(event) == [1, 'a, "output": 2}']
+    with pytest.raises(ProtocolError, match="last field"):  # cut short: no closing brace
+        parse_event(line.rstrip(b"\n")[:-1])

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from corebench.harness import recording as recording_module
+from corebench.harness.config import JUDGING_AHEAD_PER_WORKER
 from corebench.harness.errors import CorebenchError
 from corebench.harness.evaluate import evaluate_samples, load_samples
 from corebench.harness.sandbox import Executor
@@ -133,3 +134,36 @@ def test_samples_are_judged_slowest_reference_first(tmp_path, mbpp, monkeypatch)
     slowest_first = sorted(tasks, key=cost.__getitem__, reverse=True)
     assert slowest_first == tasks[::-1] and min(cost.values()) > 0
     assert judged == len(tasks) and started == slowest_first
+
+
+def test_samples_are_prepared_just_ahead_of_a_free_slot(tmp_path, mbpp, monkeypatch):
+    # preparing every sample first (storing it, encoding its inputs, reading its reference) kept
+    # the machine idle for a second before the first program of an MBPP+ evaluation started
+    in_flight, most = 0, 0
+
+    class Counting(Executor):
+        async def evaluate(self, *args, **kwargs):
+            nonlocal in_flight, most
+            in_flight += 1
+            most = max(most, in_flight)
+            try:
+                return await super().evaluate(*args, **kwargs)
+            finally:
+                in_flight -= 1
+
+    monkeypatch.setattr(
+        recording_module,
+        "executor_for",
+        lambda isolation: Counting(workers=1, isolation=isolation),
+    )
+    tasks = ["Mbpp/85", "Mbpp/67", "Mbpp/96", "Mbpp/2", "Mbpp/3"]
+    rows = [
+        {
+            "task_id": t,
+            "solution": mbpp.problems[t]["prompt"] + mbpp.problems[t]["canonical_solution"],
+        }
+        for t in tasks
+    ]
+    samples = write(tmp_path / "samples.jsonl", rows)
+    assert asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1])) == len(tasks)
+    assert most == JUDGING_AHEAD_PER_WORKER  # one slot: that many samples under way at most

@@ -17,6 +17,7 @@ from corebench.harness.config import CALIBRATION_REFERENCE_S
 from corebench.harness.errors import CorebenchError
 from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.codec import reported_output
 from corebench.harness.sandbox.executor import _totals, spec_for
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.sandbox.protocol import SelfTiming
@@ -242,32 +243,41 @@ FORGE = "import os, json\n{setup}\ndef add(a, b):\n    {action}\n    return a + 
 
 
 @pytest.mark.parametrize(
-    "setup, action",
+    "setup, action, why",
     [
         # a report for a later test, before it ran: reports are taken in order only
         (
             "",
             "os.write(1000, (json.dumps({'event': 'test', 'i': 3, 'status': 'ok', 'output': 0}) + '\\n').encode())",
+            "report 3 where test 0 was due",
         ),
         # text that is not a report at all, deeply nested (once crashed the parser)
-        ("", "os.write(1000, b'[' * 200000 + b'\\n')"),
+        ("", "os.write(1000, b'[' * 200000 + b'\\n')", "unreadable report (RecursionError)"),
         # a well-formed report whose output is not our encoding
         (
             "",
             "os.write(1000, (json.dumps({'event': 'test', 'i': 0, 'status': 'ok', 'output': {'$': 'nope'}}) + '\\n').encode())",
+            "an undecodable output",
+        ),
+        # a report whose output is not where the child puts it (last)
+        (
+            "",
+            "os.write(1000, (json.dumps({'output': 3, 'event': 'test', 'i': 0, 'status': 'ok'}) + '\\n').encode())",
+            "a report whose output is not its last field",
         ),
         # a report sent by another process (a fork of the program)
         (
             "",
             'pid = os.fork()\n    if pid == 0:\n        os.write(1000, b\'{"event": "done"}\\n\'); os._exit(0)\n    os.waitpid(pid, 0)',
+            "a report from another process",
         ),
     ],
-    ids=["early-report", "garbage", "bad-output", "other-process"],
+    ids=["early-report", "garbage", "bad-output", "output-not-last", "other-process"],
 )
-def test_a_forged_or_unreadable_report_is_a_violation_not_a_crash(setup, action):
+def test_a_forged_or_unreadable_report_is_a_violation_not_a_crash(setup, action, why):
     result = judge(FORGE.format(setup=setup, action=action))
     assert result.verdict is Verdict.sandbox_violation, result.first_failure
-    assert "report channel" in result.first_failure
+    assert f"report channel: {why}" in result.first_failure
 
 
 def test_writing_a_fake_report_elsewhere_cannot_fake_a_pass():
@@ -581,17 +591,46 @@ def test_a_program_that_ends_at_once_gets_a_verdict_not_a_sandbox_error():
     assert {r.verdict for r in results} == {Verdict.runtime_error}
 
 
-def test_an_output_identical_to_the_reference_is_accepted_without_decoding(monkeypatch):
+@pytest.fixture
+def decodings(monkeypatch) -> list[dict]:
+    """Every test event whose output the harness decodes, in order."""
     from corebench.harness.sandbox import verdicts
 
     real, calls = verdicts.decoded, []
     monkeypatch.setattr(verdicts, "decoded", lambda event: calls.append(event) or real(event))
+    return calls
+
+
+def test_an_output_identical_to_the_reference_is_accepted_without_decoding(decodings):
+    calls = decodings
     assert judge("def add(a, b):\n    return b + a\n").verdict is Verdict.passed
-    # plain JSON identical to the reference's is compared as it came; only the tagged big
-    # integer (10**30 + 1) is decoded
-    assert [c["output"]["$"] for c in calls] == ["bigint"]
+    # the same text as the reference's, the tagged big integer (10**30 + 1) included: compared
+    # as bytes, never decoded
+    assert calls == []
     wrong = judge("def add(a, b):\n    return a + b + 1\n")
-    assert wrong.verdict is Verdict.wrong_answer and len(calls) == 2
+    assert wrong.verdict is Verdict.wrong_answer and len(calls) == 1
+    assert reported_output(calls[0]) == 4  # kept as the child's JSON text, decoded on demand
+    pairs = FunctionalSuite(
+        entry_point="pair",
+        reference_code="def pair(a):\n    return (a, {a: [a]})\n",
+        inputs={"base": [[1], [2]]},
+        fingerprint="test-pair",
+    )
+    assert judge("def pair(a):\n    return (a, {a: [a]})\n", pairs).verdict is Verdict.passed
+    assert len(calls) == 1  # tuples and dicts alike
+
+
+def test_nan_is_never_accepted_by_its_text(decodings):
+    """NaN is the one encoded value unequal to itself: an identical text holding it is decoded
+    and compared, and (as EvalPlus judges NaN against NaN) fails."""
+    nan = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(a):\n    return [a, float('nan')]\n",
+        inputs={"base": [[1]]},
+        fingerprint="test-nan",
+    )
+    result = judge("def f(a):\n    return [a, float('nan')]\n", nan)
+    assert result.verdict is Verdict.wrong_answer and len(decodings) == 1
 
 
 def test_a_comparator_that_may_refuse_equal_outputs_is_always_asked():

@@ -54,10 +54,11 @@ class Channel:
         self.buffer = b""
 
     def send(self, event: dict, output_json: str | None = None) -> None:
-        line = json.dumps(event)
-        if output_json is not None:  # already JSON: spliced in, not encoded twice
-            line = line[:-1] + ', "output": ' + output_json + "}"
-        data = memoryview((line + "\n").encode())
+        """``event``, with its output (``output_json``, or an ``output`` field) last."""
+        if "output" in event:
+            event = dict(event)
+            output_json = json.dumps(event.pop("output"))
+        data = memoryview(protocol.event_line(event, output_json))
         while data:
             data = data[os.write(self.fd, data) :]
 

@@ -53,24 +53,20 @@ class Digest:
         return f"<output with sha256 {self.hex[:12]}…>"
 
 
-def plain_json(tree) -> bool:
-    """Whether a parsed JSON output decodes to itself: a scalar, or a list of scalars or of lists
-    of scalars (no tag, so no non-finite float). Then JSON equality is Python equality of the
-    decoded values. Checked at C speed; deeper or tagged trees answer False."""
-    if type(tree) is not list:
-        return type(tree) in _PLAIN
-    if _PLAIN.issuperset(map(type, tree)):
-        return True
-    return {list}.issuperset(map(type, tree)) and all(
-        _PLAIN.issuperset(map(type, row)) for row in tree
-    )
-
-
 def reported_output(event: dict):
-    """The output of a test event: decoded plain data, or a Digest for a large one."""
+    """The output of a test event: decoded plain data, or a Digest for a large one. A reported
+    output is the JSON text the child sent (``protocol.parse_event``), decoded here."""
     if "digest" in event:
         return Digest(str(event["digest"]))
-    return decode(event.get("output"))
+    text = event.get("output")
+    return decode(None if text is None else json.loads(text))
+
+
+def equal_texts(text: bytes, other: bytes) -> bool:
+    """Whether two encoded outputs are the same text of a value equal to itself: then both
+    decode to equal values, with no decoding. NaN (encoded ``{"$": "float", "v": "nan"}``) is the
+    one value this encoding holds that is not equal to itself."""
+    return text == other and b'"nan"' not in text and b"NaN" not in text
 
 
 # --- codec: plain Python data <-> JSON, keeping tuples, sets, complex, non-str keys ----------------

@@ -8,7 +8,9 @@ slots), the reference oracle (``oracle.py``), judging runs (``judging.py``) turn
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -87,6 +89,12 @@ class Executor:
         self.memory_bytes = memory_bytes or memory_limit_bytes()
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
+        # one thread per slot, of its own: a judging run never waits in the event loop's shared
+        # pool behind file reads or model calls, and never takes their threads
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            self.workers, thread_name_prefix="corebench-judging"
+        )
+        weakref.finalize(self, self._threads.shutdown, wait=False)
         self._timing = asyncio.Lock()  # one timing session at a time: no neighbour distorts it
         self._open = asyncio.Event()  # cleared while a timing session waits for the machine
         self._open.set()
@@ -94,9 +102,15 @@ class Executor:
         self._reference_timings: Bounded[str, Timed] = Bounded(REFERENCES_KEPT)
 
     def close(self) -> None:
-        """Stop the pre-started children (also done when the executor is collected)."""
+        """Stop the pre-started children and the threads (also done once it is collected)."""
         if self.zygotes is not None:
             self.zygotes.close()
+        self._threads.shutdown(wait=False)
+
+    async def _in_thread(self, function, /, *args: Any, **kwargs: Any) -> Any:
+        """``function`` on one of the executor's own threads (the caller holds a slot)."""
+        call = functools.partial(function, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
 
     # --- children --------------------------------------------------------------------------------
     def job(
@@ -148,7 +162,7 @@ class Executor:
     ) -> Judged:
         await self._open.wait()
         async with self._slots:
-            judged = await asyncio.to_thread(
+            judged = await self._in_thread(
                 run_judging,
                 job,
                 budgets,
@@ -253,7 +267,7 @@ class Executor:
         specs = [spec_for(suite, i, REFERENCE_CPU_LIMIT_S) for i in range(suite.size)]
         job = self.job(suite, code, None, cpu_budget=MAX_TOTAL_TIME_S * (repeats + 2) * 4)
         async with self._alone():
-            return await asyncio.to_thread(time_program, job, specs, repeats, mode=self.mode)
+            return await self._in_thread(time_program, job, specs, repeats, mode=self.mode)
 
     @contextlib.asynccontextmanager
     async def _alone(self) -> AsyncIterator[None]:

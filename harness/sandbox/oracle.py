@@ -38,7 +38,7 @@ from .judging import Judged, wall_budget
 from .protocol import Job, SelfTiming
 from .supervisor import Budget
 
-REFERENCE_FORMAT = 7  # bump when the cached reference format changes
+REFERENCE_FORMAT = 8  # bump when the cached reference format changes
 RunJudging = Callable[[Job, list[Budget]], Awaitable[Judged]]
 
 
@@ -129,14 +129,14 @@ class Oracle:
             return _total_cpu((await self.reference(task_id, suite)).cpu_s)
 
     async def _cached(self, key: str, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
-        """From the disk cache, or computed and stored. Files are read, decoded and written on a
-        worker thread: a large reference (MBPP+ holds one of 147 MB) does not stop the event
-        loop from starting and reading other programs meanwhile."""
-        path = _path(key, ".json")
+        """From the disk cache, or computed and stored. Files are read and written on a worker
+        thread, and outputs stay the text they were sent as (:func:`_dump`): loading MBPP+'s
+        largest reference (11 MB) holds up nothing else."""
+        path = _path(key, ".ref")
         data = await asyncio.to_thread(_read, path)
         if data is None:
             data = await self._compute(task_id, suite)
-            await asyncio.to_thread(_write, path, json.dumps(data))
+            await asyncio.to_thread(_write, path, _dump(data))
         cost = _path(cost_key(task_id, suite), ".cost")
         if not cost.exists():
             _write(cost, repr(_total_cpu(data["cpu_s"])))
@@ -186,11 +186,34 @@ def cost_key(task_id: str, suite: FunctionalSuite) -> str:
     return "cost-" + hashlib.sha256(json.dumps(material).encode()).hexdigest()[:40]
 
 
+def _dump(data: dict[str, Any]) -> bytes:
+    """A reference as its cache file: one JSON line of the CPU times and the outputs, where each
+    output's JSON text (as the child sent it) is replaced by the number of the line holding it."""
+    texts: list[bytes] = []
+    outputs: dict[str, list[dict[str, Any]]] = {}
+    for name, stored in data["outputs"].items():
+        outputs[name] = []
+        for entry in stored:
+            if "output" in entry:
+                texts.append(entry["output"])
+                entry = {"line": len(texts)}
+            outputs[name].append(entry)
+    head = json.dumps({"cpu_s": data["cpu_s"], "outputs": outputs}).encode()
+    return b"\n".join([head, *texts])  # an output's text holds no newline: it was one line
+
+
 def _read(path: Path) -> dict[str, Any] | None:
-    """A cached reference; None when there is none, or a torn or foreign file (computed again)."""
+    """A cached reference (outputs kept as their text: nothing large is decoded); None when there
+    is none, or a torn or foreign file (computed again)."""
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        lines = path.read_bytes().split(b"\n")
+        data = json.loads(lines[0])
+        for stored in data["outputs"].values():
+            for entry in stored:
+                if "line" in entry:
+                    entry["output"] = lines[entry.pop("line")]
+        return data
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
         return None
 
 
@@ -198,11 +221,11 @@ def _path(key: str, suffix: str) -> Path:
     return cache_dir() / "references" / f"{key}{suffix}"
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, content: bytes | str) -> None:
     """Atomically: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(content.encode() if isinstance(content, str) else content)
     tmp.replace(path)
 
 
@@ -219,5 +242,6 @@ def _why_stopped(judged: Judged) -> str:
 
 
 def _stored_output(event: dict[str, Any]) -> dict[str, Any]:
-    """What the cache keeps of a test event: its output or its digest."""
+    """What the cache keeps of a test event: its output (the JSON text the child sent) or its
+    digest."""
     return {key: event[key] for key in ("output", "digest") if key in event}

@@ -10,6 +10,10 @@ stream socket (the child's fd 0 when it starts). Standard library only: the chil
     child ──prepared/called/ran──▶ harness
     child ──done──▶ harness
 
+An event that carries an output has it spliced in last, as the JSON text the child's encoder made
+(:func:`event_line`); the harness keeps that text undecoded (:func:`parse_event`), so an output
+identical to the reference's is accepted by comparing bytes, and only others are ever decoded.
+
 Trust. In ``call`` and ``expr`` suites the program is loaded into the child, so every line after
 ``ready`` comes from an interpreter the program controls: the harness validates it strictly
 (:func:`parse_event`) and measures time and memory itself, from outside. In ``stdio`` suites the
@@ -26,6 +30,7 @@ MODES = ("call", "expr", "stdio")
 STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
 MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)
 MAX_TEXT = 2000  # error messages and the like
+OUTPUT_FIELD = b', "output": '  # how an event's output is spliced in, after its other fields
 
 
 class _Record:
@@ -163,16 +168,36 @@ _FIELDS: dict[str, dict[str, tuple[Any, bool]]] = {
 }
 
 
+def event_line(fields: dict[str, Any], output_json: str | None = None) -> bytes:
+    """An event as the child sends it: ``fields`` as JSON, then (when given) the output's JSON
+    text spliced in as the last field, not encoded twice."""
+    line = json.dumps(fields).encode()
+    if output_json is not None:
+        line = line[:-1] + OUTPUT_FIELD + output_json.encode() + b"}"
+    return line + b"\n"
+
+
 def parse_event(line: bytes) -> dict[str, Any]:
-    """One line from the child as a checked event dict; :class:`ProtocolError` otherwise."""
+    """One line from the child as a checked event dict; :class:`ProtocolError` otherwise. An
+    output (see :func:`event_line`) is kept as its JSON text, bytes that are decoded only when
+    needed (``codec.reported_output``); an output anywhere but last is refused."""
     if len(line) > MAX_LINE_BYTES:
         raise ProtocolError(f"a report line of {len(line)} bytes")
+    head, spliced, output = line.partition(OUTPUT_FIELD)
+    if spliced:
+        if not output.endswith(b"}"):
+            raise ProtocolError("a report whose output is not its last field")
+        line = head + b"}"
     try:
         event = json.loads(line)
     except Exception as exc:  # RecursionError for deeply nested text, MemoryError, ValueError
         raise ProtocolError(f"unreadable report ({type(exc).__name__})") from None
     if not isinstance(event, dict):
         raise ProtocolError("a report that is not an object")
+    if "output" in event:
+        raise ProtocolError("a report whose output is not its last field")
+    if spliced:
+        event["output"] = output[:-1]
     kind = event.get("event")
     fields = _FIELDS.get(kind) if isinstance(kind, str) else None
     if fields is None:

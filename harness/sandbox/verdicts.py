@@ -8,7 +8,7 @@ import reprlib
 from typing import Any
 
 from ..records import ExecutionResult, TestOutcome, Verdict
-from .codec import plain_json, reported_output
+from .codec import equal_texts, reported_output
 from .judging import Judged
 from .oracle import Expected
 from .supervisor import Ending, Stopped
@@ -82,7 +82,7 @@ class Verdicts:
         """(output, acceptable) for a test event with status ok."""
         if index not in self.checked:
             name, i, args = self.plan[index]
-            if self._identical(name, i, event):  # no decoding: the same plain JSON as expected
+            if self._identical(name, i, event):  # no decoding: the same text as expected
                 self.checked[index] = (event["output"], True)
                 return self.checked[index]
             output = decoded(event)
@@ -94,15 +94,12 @@ class Verdicts:
         return self.checked[index]
 
     def _identical(self, name: str, index: int, event: dict[str, Any]) -> bool:
+        """The output is the reference's, byte for byte (a comparator that accepts equal values
+        then accepts it: nothing to decode)."""
         if not getattr(self.comparator, "accepts_equal", False) or "output" not in event:
             return False
         stored = self.expected.stored_output(name, index)
-        return (
-            stored is not None
-            and "output" in stored
-            and plain_json(event["output"])
-            and event["output"] == stored["output"]
-        )
+        return stored is not None and equal_texts(event["output"], stored.get("output", b""))
 
     def keep_going(self, stop_on_failure: bool):
         """The judging run's callback: compare each output as it arrives."""
