@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .benchmark import Benchmark
 from .errors import CorebenchError, UnknownNameError
@@ -96,8 +97,9 @@ async def evaluate_samples(
         return len(todo)
 
 
-def write_reports(run_dir: Path) -> tuple[Path, Path]:
-    """results.jsonl (one line per sample, EvalPlus-like fields) and summary.json."""
+def write_reports(run_dir: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """results.jsonl (one line per sample, EvalPlus-like fields) and summary.json; returns their
+    paths and the summary."""
     from .summary import summarize
 
     store = Store(run_dir, create=False)
@@ -116,6 +118,7 @@ def write_reports(run_dir: Path) -> tuple[Path, Path]:
                 "peak_memory_bytes": result.peak_memory_bytes,
             }
             f.write(json.dumps(row) + "\n")
-    summary_path.write_text(json.dumps(summarize(store), indent=2) + "\n")
+    summary = summarize(store)
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     store.close()
-    return results_path, summary_path
+    return results_path, summary_path, summary

@@ -53,13 +53,12 @@ def evaluate(
     import asyncio
 
     from ..evaluate import evaluate_samples, write_reports
-    from ..store import Store
-    from ..summary import format_summary, summarize
+    from ..summary import format_summary
 
     bench = default_plugins().benchmarks.get(benchmark).component(C.data_dir_setting(data_dir))
     started = time.perf_counter()
     judged = asyncio.run(evaluate_samples(bench, samples, out, k, repeats=repeats))
     click.echo(f"{out}: judged {judged} samples in {time.perf_counter() - started:.1f} s", err=True)
-    results, summary = write_reports(out)
-    click.echo(f"wrote {results} and {summary}", err=True)
-    click.echo(format_summary(summarize(Store(out, create=False))))
+    results, summary_path, summary = write_reports(out)
+    click.echo(f"wrote {results} and {summary_path}", err=True)
+    click.echo(format_summary(summary))

@@ -83,6 +83,12 @@ def _flat(items):
         return list(items)
     if types == {float} and all(map(math.isfinite, items)):
         return list(items)
+    if types == {int, float}:  # JSON keeps them apart (a float's text has a "." or an exponent)
+        try:  # finite first: NaN makes min and max meaningless; an int beyond floats overflows
+            if all(map(math.isfinite, items)) and min(items) > -(2**63) and max(items) < 2**63:
+                return list(items)
+        except OverflowError:
+            pass
     return None
 
 
