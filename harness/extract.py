@@ -58,6 +58,16 @@ def _sanitize(code: str, entry_point: str | None) -> str:
     return cleaned if cleaned.strip() else code
 
 
+def _python_blocks(text: str) -> list[str]:
+    """The Python code blocks of ``text``. Code before the first fence is a block whose opening
+    fence is missing (a model that starts with code and closes it with a fence), so that fence
+    closes it rather than opening the prose after it."""
+    head, fence, rest = text.partition("```")
+    lead = [head] if fence and head.strip() and _parses(head) else []
+    after = rest if lead else text
+    return lead + [body for tag, body in _FENCE.findall(after) if tag.lower() in _PYTHON_TAGS]
+
+
 def extract_code(text: str, entry_point: str | None = None, *, program: bool = False) -> Extracted:
     """The program in ``text``; ``found`` is False when there is no runnable code.
 
@@ -65,7 +75,7 @@ def extract_code(text: str, entry_point: str | None = None, *, program: bool = F
     sanitizing, which keeps only definitions) and the last code block is the program.
     """
     visible = _THINK.sub("", text)
-    blocks = [body for tag, body in _FENCE.findall(visible) if tag.lower() in _PYTHON_TAGS]
+    blocks = _python_blocks(visible)
     if blocks:
         primary = None
         if entry_point:

@@ -33,6 +33,18 @@ CASES = [
         "f",
         "total += i",
     ),  # truncated fence
+    # the opening fence missing: the first fence closes the code (the prose after it is not code)
+    (
+        "def f(xs):\n    return min(xs)\n\nprint(f([3, 1]))  # Output: 1\n```\n\nThis "
+        "function uses Python's built-in `min` function.",
+        "f",
+        "return min(xs)",
+    ),
+    (
+        "def f(x):\n    return x\n```\nA faster one:\n```python\ndef f(x):\n    return 2 * x\n```",
+        "f",
+        "return 2 * x",
+    ),
     ("I cannot help with that.", "f", None),
     ("<think>long reasoning that never ends", "f", None),
 ]
