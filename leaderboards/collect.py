@@ -29,7 +29,7 @@ class Run:
     # into one row only when all four agree
     key: tuple[str, str, str, str]
     metadata: dict[str, Any]
-    samples: pd.DataFrame
+    samples: pd.DataFrame  # with a `sample_id` column (see `sample_id`)
     details: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -77,6 +77,14 @@ def sampling_label(config: RunConfig) -> str:
     if config.temperature == 0:
         return f"greedy max={config.max_new_tokens}"
     return f"T={config.temperature:g} top-p={config.top_p:g} max={config.max_new_tokens}"
+
+
+def sample_id(task_id: str, sample_index: int, config: dict[str, Any]) -> str:
+    """A sample's identity when runs are pooled: task and sample index, and the seed when
+    sampling (temperature > 0); greedy decoding gives the same sample whatever the seed."""
+    if config["temperature"] == 0:
+        return f"{task_id}#{sample_index}"
+    return f"{task_id}#seed={config['seed']}#{sample_index}"
 
 
 def _clip(text: str | None) -> str:
@@ -137,6 +145,10 @@ def read_run(run_dir: Path, details: bool = True) -> Run:
         sampling_label(config),
     )
     metadata = {**metadata, "config": config.model_dump()}
+    frame["sample_id"] = [
+        sample_id(t, i, metadata["config"])
+        for t, i in zip(frame.get("task_id", []), frame.get("sample_index", []), strict=True)
+    ]
     return Run(run_dir.name, key, metadata, frame, rows)
 
 

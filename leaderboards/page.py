@@ -12,7 +12,7 @@ import jinja2
 import pandas as pd
 
 from . import plots
-from .collect import Run
+from .collect import Run, sample_id
 
 # Columns the HTML table shows (the CSV has them all), with their headings.
 SHOWN = {
@@ -33,6 +33,7 @@ SHOWN = {
     "training": "training",
     "isolation": "isolation",
 }
+KEY = ("benchmark", "system", "model", "sampling")  # a row's key, as `Run.key`
 PERCENT = {"pass@1", "pass@1_base", "pass@1_shared"}
 
 
@@ -61,11 +62,17 @@ def _rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _details(table: pd.DataFrame, runs: list[Run]) -> dict[str, list[dict[str, Any]]]:
-    """Per row: its samples for the per-task view, in task order."""
-    by_name = {run.name: run for run in runs}
+    """Per row: its samples for the per-task view, in task order, each counted once as the table
+    counts it (the first run in ``runs`` order keeps a sample)."""
     out = {}
     for index, row in table.iterrows():
-        samples = [d for name in row["runs"].split() for d in by_name[name].details]
+        names, key = set(row["runs"].split()), tuple(row[c] for c in KEY)
+        kept: dict[str, dict[str, Any]] = {}
+        for run in (r for r in runs if r.name in names and r.key == key):
+            config = run.metadata["config"]
+            for d in run.details:
+                kept.setdefault(sample_id(d["task_id"], d["sample"], config), d)
+        samples = list(kept.values())
         out[str(index)] = sorted(samples, key=lambda d: (_task_order(d["task_id"]), d["sample"]))
     return out
 

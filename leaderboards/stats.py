@@ -1,86 +1,210 @@
-"""The statistics leaderboards and study reports show, from scipy and statsmodels: an interval for
-a row's score, and for two rows on their shared tasks a paired difference with its interval and
-p-values. Tasks are the unit that is resampled (samples of one task are not independent).
-Seeds are fixed: the same runs give the same numbers."""
+"""The statistics leaderboards and study reports show, from scipy and statsmodels.
+
+- A row's pass@1 interval: Clopper–Pearson when every task's score is 0 or 1, else Wilson over
+  tasks (``proportion_interval``).
+- Two rows on their shared tasks (``paired``): the mean per-task difference, the exact paired
+  sign-flip permutation test (exact McNemar when both rows have one sample per task; the two
+  agree on such data), and the 95 % interval obtained by inverting the sign-flip test.
+- A family of comparisons: Holm's step-down correction (``holm``, ``with_holm``); a difference is
+  distinguishable when its Holm-adjusted p is below ``ALPHA``.
+
+Tasks are the unit (samples of one task are not independent). Monte Carlo draws use a fixed seed:
+the same runs give the same numbers.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
 
-from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+ALPHA = 0.05  # two-sided; intervals are 1 - ALPHA, "distinguishable" is Holm-adjusted p < ALPHA
+EXACT_MAX_TASKS = 16  # the sign-flip test enumerates all 2**n sign vectors up to this many tasks
+MONTE_CARLO_RESAMPLES = 100_000  # beyond it: seeded random sign vectors (p resolves 1e-3 well)
+PERMUTATION_SEED = 0
+PERMUTATION_BATCH = 8192  # sign vectors per batch inside scipy (bounds memory)
+BISECTION_STEPS = 50  # interval ends to about 2**-50
 
-ALPHA = 0.05  # a difference is "distinguishable from noise" when p < ALPHA (two-sided)
 
+def proportion_interval(per_task: np.ndarray) -> tuple[float, float]:
+    """95 % interval for the mean of per-task pass rates (nan, nan without tasks).
 
-def interval(per_task: np.ndarray) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of the mean of per-task scores, resampling tasks."""
+    Every score 0 or 1 (one sample per task, or all of a task's samples agree): exact
+    Clopper–Pearson with count = tasks passed, nobs = tasks. Otherwise Wilson with nobs = tasks
+    and count = sum of per-task pass rates: a rate in [0, 1] with mean p has variance at most
+    p(1 - p), the binomial variance, so this is conservative. Both stay sensible at 0/n and n/n.
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
     values = np.asarray(per_task, dtype=float)
-    if len(values) == 0:
+    if not len(values):
         return math.nan, math.nan
-    if len(values) == 1 or np.all(values == values[0]):
-        return float(values.mean()), float(values.mean())
-    result = stats.bootstrap(
-        (values,),
-        np.mean,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        random_state=BOOTSTRAP_SEED,
+    count = float(values.sum())
+    if np.isin(values, (0.0, 1.0)).all():
+        low, high = proportion_confint(round(count), len(values), alpha=ALPHA, method="beta")
+    else:
+        low, high = proportion_confint(count, len(values), alpha=ALPHA, method="wilson")
+    return float(low), float(high)
+
+
+def _mean(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+@dataclass(frozen=True)
+class SignFlip:
+    """The sign-flip null distribution of the mean of differences d, for any shift δ.
+
+    For each sign vector s (all 2**n when exact, else seeded Monte Carlo draws) it keeps
+    ``flipped`` = mean(d·s) and ``signs`` = mean(s). Testing "d - δ is symmetric about 0" uses
+    T_s(δ) = mean((d - δ)·s) = flipped - δ·signs against the observed mean(d) - δ, so p(δ) is
+    cheap for every δ. p(0) is scipy's ``permutation_test`` p-value (same draws, same rule).
+    """
+
+    observed: float  # mean(d)
+    flipped: np.ndarray
+    signs: np.ndarray
+    exact: bool
+    pvalue: float  # scipy's two-sided p at δ = 0
+
+    @property
+    def name(self) -> str:
+        how = "exact" if self.exact else f"Monte Carlo, {len(self.flipped)}"
+        return f"sign-flip permutation ({how})"
+
+    def p_value(self, delta: float) -> float:
+        """Two-sided p of the shift δ, by scipy's rule: 2·min(P(T ≤ t), P(T ≥ t)) capped at 1,
+        ties within 100 ulp of t counted, and for Monte Carlo one added to count and total."""
+        observed = self.observed - delta
+        null = self.flipped - delta * self.signs
+        gamma = abs(np.finfo(float).eps * 100 * observed)
+        extra = 0 if self.exact else 1
+        less = (np.count_nonzero(null <= observed + gamma) + extra) / (len(null) + extra)
+        greater = (np.count_nonzero(null >= observed - gamma) + extra) / (len(null) + extra)
+        return float(min(1.0, 2 * min(less, greater)))
+
+    def interval(self, p_zero: float) -> tuple[float, float]:
+        """The 1 - ALPHA interval for the mean difference: the shifts δ in [-1, 1] the sign-flip
+        test does not reject, {δ : p(δ) ≥ ALPHA}. Each end is found by bisection (50 steps,
+        rounded to 1e-10) between the mean (p = 1 there) and ±1, or ±1 itself when not rejected.
+        ``p_zero`` is the reported p at δ = 0 (McNemar's on binary data) and decides the side of
+        0, so 0 is inside exactly when p_zero ≥ ALPHA. With few tasks nothing is rejected
+        ([-1, 1]; one task always). The shift model has one degenerate case: when every task's
+        difference is the same value c on six or more tasks, every other δ is rejected and the
+        interval is [c, c]."""
+        return _snap(self._end(-1.0, p_zero)), _snap(self._end(1.0, p_zero))
+
+    def _accepts(self, delta: float) -> bool:
+        return self.p_value(delta) >= ALPHA
+
+    def _end(self, bound: float, p_zero: float) -> float:
+        mean = self.observed
+        if min(mean, bound) < 0 < max(mean, bound):  # 0 lies on this side
+            if p_zero < ALPHA:
+                return self._bisect(mean, 0.0)
+            return bound if self._accepts(bound) else self._bisect(0.0, bound)
+        return bound if self._accepts(bound) else self._bisect(mean, bound)
+
+    def _bisect(self, inside: float, outside: float) -> float:
+        for _ in range(BISECTION_STEPS):
+            middle = (inside + outside) / 2
+            if self._accepts(middle):
+                inside = middle
+            else:
+                outside = middle
+        return inside
+
+
+def _snap(value: float) -> float:
+    """An interval end rounded to 1e-10 (bisection and tie tolerance leave ~1e-14), never -0.0."""
+    return round(value, 10) + 0.0
+
+
+def sign_flip(differences: np.ndarray) -> SignFlip:
+    """The sign-flip test of the mean of ``differences`` by ``scipy.stats.permutation_test``
+    (``permutation_type="samples"``): exact up to ``EXACT_MAX_TASKS`` tasks, else
+    ``MONTE_CARLO_RESAMPLES`` seeded draws. A row of ones goes through the same sign vectors, so
+    their mean(s) comes back with the null distribution."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) == 1:  # scipy wants two observations; the two sign vectors give p = 1
+        return SignFlip(float(d[0]), np.array([d[0], -d[0]]), np.array([1.0, -1.0]), True, 1.0)
+    exact = len(d) <= EXACT_MAX_TASKS
+    result = stats.permutation_test(
+        (np.stack([d, np.ones_like(d)]),),
+        _mean,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=2 ** len(d) if exact else MONTE_CARLO_RESAMPLES,
+        batch=PERMUTATION_BATCH,
+        axis=-1,
+        rng=PERMUTATION_SEED,
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    null = result.null_distribution
+    return SignFlip(
+        float(result.statistic[0]), null[:, 0], null[:, 1], exact, float(result.pvalue[0])
+    )
+
+
+def mcnemar(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact McNemar p: the two-sided binomial test (p = 1/2) on the discordant tasks; 1 if none."""
+    a, b = np.asarray(a) > 0.5, np.asarray(b) > 0.5
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    if only_a + only_b == 0:
+        return 1.0
+    return float(stats.binomtest(only_a, only_a + only_b).pvalue)
 
 
 @dataclass(frozen=True)
 class Paired:
-    """Row a minus row b on the tasks both have."""
+    """Row a minus row b on the tasks both have: mean difference, its interval (from the
+    sign-flip test, unadjusted), the test's p, and the Holm-adjusted p within its family."""
 
     tasks: int
     difference: float
     low: float
     high: float
-    p_bootstrap: float  # two-sided, from the paired bootstrap distribution of the difference
-    p_mcnemar: float | None  # exact McNemar test, when both rows have one sample per task
+    p: float | None  # None: nothing to test (no shared tasks)
+    test: str
+    p_holm: float | None = None  # filled in by ``with_holm`` over the report's family
+    metric: str = "pass@1"  # what was compared per task
 
     @property
     def distinguishable(self) -> bool:
-        p = self.p_mcnemar if self.p_mcnemar is not None else self.p_bootstrap
-        return p < ALPHA
+        return self.p_holm is not None and self.p_holm < ALPHA
 
 
 def paired(a: np.ndarray, b: np.ndarray, binary: bool = False) -> Paired:
     """Paired comparison of per-task scores ``a`` and ``b`` (same task order). ``binary``: each
-    score is one sample's pass (0 or 1), so the exact McNemar test applies."""
+    score is one sample's pass (0 or 1), and the p is exact McNemar's."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    differences = a - b
-    mean = float(differences.mean()) if len(differences) else math.nan
-    if len(differences) < 2 or np.all(differences == differences[0]):
-        p = 1.0 if not len(differences) or differences[0] == 0 else 0.0
-        low = high = mean
-    else:
-        result = stats.bootstrap(
-            (a, b),
-            lambda x, y, axis: np.mean(x - y, axis=axis),
-            paired=True,
-            vectorized=True,
-            n_resamples=BOOTSTRAP_RESAMPLES,
-            method="percentile",
-            random_state=BOOTSTRAP_SEED,
-        )
-        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-        draws = result.bootstrap_distribution
-        p = min(1.0, 2 * min(float(np.mean(draws <= 0)), float(np.mean(draws >= 0))))
-    return Paired(len(differences), mean, low, high, p, mcnemar(a, b) if binary else None)
+    if a.shape != b.shape:
+        raise ValueError(f"paired scores differ in shape: {a.shape} and {b.shape}")
+    if not len(a):
+        return Paired(0, math.nan, math.nan, math.nan, None, "none (no shared tasks)")
+    null = sign_flip(a - b)
+    p, test = (mcnemar(a, b), "exact McNemar") if binary else (null.pvalue, null.name)
+    low, high = null.interval(p)
+    return Paired(len(a), float(np.mean(a - b)), low, high, p, test)
 
 
-def mcnemar(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact McNemar p-value for paired pass/fail outcomes (only discordant tasks count)."""
-    from statsmodels.stats.contingency_tables import mcnemar as test
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values (statsmodels ``multipletests``); None or nan entries are untested,
+    stay None and do not count towards the family's size."""
+    from statsmodels.stats.multitest import multipletests
 
-    a, b = np.asarray(a) > 0.5, np.asarray(b) > 0.5
-    table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
-    if table[0][1] + table[1][0] == 0:
-        return 1.0
-    return float(test(table, exact=True).pvalue)
+    tested = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
+    out: list[float | None] = [None] * len(pvalues)
+    if tested:
+        adjusted = multipletests([pvalues[i] for i in tested], alpha=ALPHA, method="holm")[1]
+        for i, p in zip(tested, adjusted, strict=True):
+            out[i] = float(p)
+    return out
+
+
+def with_holm(family: Sequence[Paired]) -> list[Paired]:
+    """The family's comparisons with their Holm-adjusted p filled in."""
+    adjusted = holm([d.p for d in family])
+    return [replace(d, p_holm=p) for d, p in zip(family, adjusted, strict=True)]

@@ -14,7 +14,7 @@ from corebench.harness.sandbox.isolation import is_unsafe
 from corebench.harness.summary import efficiency, pass_at_k
 
 from .collect import Run
-from .stats import interval
+from .stats import proportion_interval
 
 VERDICTS = [v.value for v in Verdict]
 COLUMNS = [
@@ -79,11 +79,22 @@ def training_lineage(models: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def _row(key: tuple[str, str, str, str], runs: list[Run], shared: set[str]) -> dict[str, Any]:
-    frame = pd.concat([r.samples for r in runs], ignore_index=True)
+def pool(runs: list[Run]) -> tuple[pd.DataFrame, list[tuple[Run, float]]]:
+    """The runs' samples with each sample counted once (by ``sample_id``; the first run in the
+    given order keeps it), and each run that contributed with the share of its samples kept."""
+    frame = pd.concat([r.samples.assign(_run=i) for i, r in enumerate(runs)], ignore_index=True)
+    frame = frame.drop_duplicates("sample_id", keep="first")
+    kept = frame["_run"].value_counts()
+    used = [(r, kept[i] / len(r.samples)) for i, r in enumerate(runs) if kept.get(i, 0)]
+    return frame.drop(columns="_run").reset_index(drop=True), used
+
+
+def _row(key: tuple[str, str, str, str], members: list[Run], shared: set[str]) -> dict[str, Any]:
+    frame, used = pool(members)
+    runs = [r for r, _ in used]
     benchmark, system, model, sampling = key
     per_task = frame.groupby("task_id")["passed"].mean()
-    low, high = interval(per_task.to_numpy(dtype=float))
+    low, high = proportion_interval(per_task.to_numpy(dtype=float))
     ks = sorted({k for r in runs for k in r.metadata["config"]["k"]})
     passk = pass_at_k(frame, "passed", ks)
     on_shared = frame[frame["task_id"].isin(shared)]
@@ -119,8 +130,10 @@ def _row(key: tuple[str, str, str, str], runs: list[Run], shared: set[str]) -> d
         "calls_per_task": float(cost["calls"].mean()),
         "prompt_tokens_per_task": float(cost["prompt_tokens"].mean()),
         "completion_tokens_per_task": float(cost["completion_tokens"].mean()),
-        # run wall time over tasks (what a task costs with batching), and one task's own latency
-        "wall_s_per_task": sum(r.metadata.get("wall_s") or 0.0 for r in runs) / tasks,
+        # run wall time over tasks (what a task costs with batching; a run's share of the samples
+        # kept counts that share of its wall time), and one task's own latency
+        "wall_s_per_task": sum((r.metadata.get("wall_s") or 0.0) * share for r, share in used)
+        / tasks,
         "latency_s_per_task": float(cost["solve_wall_s"].mean()),
         # "unsafe" when any pooled run let programs run unconfined
         "isolation": "unsafe"
@@ -137,8 +150,11 @@ def _row(key: tuple[str, str, str, str], runs: list[Run], shared: set[str]) -> d
 def leaderboard_table(runs: list[Run]) -> pd.DataFrame:
     """Aggregate runs into one row per (benchmark, system, model), best pass@1 first.
 
-    Runs with the same key are pooled (more samples per task). ``pass@1_shared`` is computed on
-    the tasks every row of the same benchmark covers, so rows on different subsets compare fairly.
+    Runs with the same key are pooled (more samples per task), each sample counted once (see
+    ``collect.sample_id``: at temperature 0 the seed changes nothing), so pooling a run with a
+    copy of itself changes nothing; ``runs`` names the runs that contributed samples.
+    ``pass@1_shared`` is computed on the tasks every row of the same benchmark covers, so rows on
+    different subsets compare fairly. The pass@1 interval is ``stats.proportion_interval``.
     """
     groups: dict[tuple[str, str, str, str], list[Run]] = {}
     for run in runs:

@@ -9,12 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from corebench.harness import RunConfig
 from corebench.harness.runner import Runner
 from corebench.leaderboards import collect_runs, leaderboard_table, write_html
-from corebench.leaderboards.stats import interval
+from corebench.leaderboards.stats import proportion_interval
 from corebench.leaderboards.table import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,13 +76,17 @@ def test_table_rows_numbers_and_shared_set(run_dirs):
     assert (rows["measured"] > 0).all()  # passing solutions were timed against the reference
 
 
-def test_bootstrap_interval_is_reproducible_and_sensible():
+def test_pass_at_1_interval_is_clopper_pearson_at_one_sample_per_task():
     import numpy as np
 
-    scores = np.array([1.0] * 30 + [0.0] * 70)
-    low, high = interval(scores)
-    assert (low, high) == interval(scores) and low < 0.3 < high
-    assert 0.18 < low < 0.24 and 0.36 < high < 0.42  # about ±1.96 * sqrt(.3 * .7 / 100)
+    # published exact 95 % bounds: 0/20 -> upper 1 - 0.025^(1/20), 20/20 -> its mirror
+    assert proportion_interval(np.zeros(20)) == pytest.approx((0.0, 0.16843), abs=1e-5)
+    assert proportion_interval(np.ones(20)) == pytest.approx((0.83157, 1.0), abs=1e-5)
+    assert proportion_interval(np.array([1.0] * 5 + [0.0] * 15)) == pytest.approx(
+        (0.0866, 0.4910), abs=1e-4
+    )
+    low, high = proportion_interval(np.array([1.0] * 30 + [0.0] * 70))
+    assert 0.21 < low < 0.3 < high < 0.4  # about ±1.96 * sqrt(.3 * .7 / 100), a little wider
 
 
 def test_cli_writes_identical_csv_and_html_from_the_same_runs(run_dirs, tmp_path):
@@ -218,28 +223,38 @@ def test_plans_read_as_each_system_renders_them():
     assert sample_detail(mapcoder, result)["plan"] == ""  # the base class knows no `plans`
 
 
-def test_paired_differences_and_exact_mcnemar():
+def test_paired_differences_exact_mcnemar_and_sign_flip():
     import numpy as np
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest, permutation_test
 
-    from corebench.leaderboards.stats import paired
+    from corebench.leaderboards.stats import paired, with_holm
 
     # 40 tasks, one sample each: a passes 12 tasks b fails, b passes 2 that a fails
     a = np.array([1] * 12 + [0] * 2 + [1] * 10 + [0] * 16, dtype=float)
     b = np.array([0] * 12 + [1] * 2 + [1] * 10 + [0] * 16, dtype=float)
-    result = paired(a, b, binary=True)
+    (result,) = with_holm([paired(a, b, binary=True)])
     assert result.tasks == 40 and result.difference == 0.25
-    assert result.low < 0.25 < result.high and result.low > 0  # the interval excludes 0
     # McNemar's exact test is the two-sided binomial test on the 14 discordant tasks
-    assert result.p_mcnemar == binomtest(2, 14).pvalue
-    assert result.p_bootstrap < 0.05 and result.distinguishable
-    same = paired(a, a, binary=True)
-    assert (same.difference, same.p_bootstrap, same.p_mcnemar) == (0.0, 1.0, 1.0)
-    assert not same.distinguishable
+    assert result.test == "exact McNemar" and result.p == binomtest(2, 14).pvalue
+    assert 0 < result.low < 0.25 < result.high  # the inverted sign-flip test excludes 0 too
+    assert result.p_holm == result.p < 0.05 and result.distinguishable
+    same = with_holm([paired(a, a, binary=True)])[0]
+    assert (same.difference, same.p) == (0.0, 1.0) and not same.distinguishable
     # a one-task-in-forty difference is noise at this size
     c = a.copy()
     c[0] = 0
-    assert not paired(a, c, binary=True).distinguishable
+    assert not with_holm([paired(a, c, binary=True)])[0].distinguishable
+    # one shared task is never "distinguishable", whatever its difference
+    one = with_holm([paired(np.array([1.0]), np.array([0.0]), binary=True)])[0]
+    assert one.p == 1.0 and (one.low, one.high) == (-1.0, 1.0) and not one.distinguishable
+    # six tasks, four better by a quarter: the exact sign-flip p (8 of 64 sign vectors)
+    six = np.array([0.25, 0.25, 0.25, 0.25, 0.0, 0.0])
+    exact = permutation_test(
+        (six,), lambda x, axis: x.mean(axis=axis), permutation_type="samples",
+        vectorized=True, n_resamples=64,
+    ).pvalue  # fmt: skip
+    result = paired(six, np.zeros(6))
+    assert result.p == exact == 0.125 and result.low <= 0 <= result.high
 
 
 def test_runs_pool_only_with_the_same_sampling_and_split_and_models_have_no_paths(
@@ -261,7 +276,8 @@ def test_runs_pool_only_with_the_same_sampling_and_split_and_models_have_no_path
     table = leaderboard_table(collect_runs([tmp_path]))
     assert sorted(table["sampling"]) == ["T=0.7 top-p=0.95 max=512", "greedy max=512"]
     pooled = table.set_index("sampling").loc["greedy max=512"]
-    assert pooled["runs"] == "a b" and pooled["samples"] == 4
+    # greedy: the seed changes nothing, so b's samples are a's and count once
+    assert pooled["runs"] == "a" and pooled["samples"] == 2
     assert set(table["model"]) == {"scripted"}  # the backend's own label
 
     # a trained checkpoint is named by its manifest and weights, never by where it lies
@@ -279,3 +295,28 @@ def test_runs_pool_only_with_the_same_sampling_and_split_and_models_have_no_path
         model_name(None, "planner=hf:/x/y/planner,coder=embedded")
         == "coder=embedded,planner=hf:planner"
     )
+
+
+def test_pooling_counts_each_sample_once_and_a_copied_run_changes_nothing(tmp_path, data_dir):
+    from conftest import ScriptedBackend, scripted_plugins
+
+    ScriptedBackend.respond = staticmethod(respond)
+    plugins = scripted_plugins()
+    for name, seed in (("c", 0), ("d", 1), ("e", 0)):  # e repeats c's seed
+        config = RunConfig(
+            benchmark="mbpp", system="direct", model="scripted", limit=2, n=2, k=[1, 2, 4],
+            temperature=0.7, seed=seed,
+        )  # fmt: skip
+        Runner(config, tmp_path / name, data_dir=data_dir, plugins=plugins).run()
+    table = leaderboard_table(collect_runs([tmp_path]))
+    (row,) = table.to_dict("records")
+    # different seeds at T > 0 add up (2 tasks x 2 samples each); the same seed again adds nothing
+    assert row["samples"] == 8 and row["runs"] == "c d"
+    assert row["pass@k"].split()[-1].startswith("4:")  # 4 samples per task: pass@4 is defined
+    shutil.copytree(tmp_path / "c", tmp_path / "c-copy")
+    shutil.copytree(tmp_path / "d", tmp_path / "d-copy")
+    again = leaderboard_table(collect_runs([tmp_path]))
+    pd.testing.assert_frame_equal(again, table)  # every number, pass@k and wall time included
+    alone = leaderboard_table(collect_runs([tmp_path / "c", tmp_path / "c-copy"]))
+    assert alone.loc[0, "samples"] == 4 and alone.loc[0, "runs"] == "c"
+    assert not any(k.startswith("4:") for k in alone.loc[0, "pass@k"].split())  # none invented
