@@ -64,15 +64,16 @@ def test_verl_compute_score_reads_tests_or_a_task_from_the_ground_truth(running,
     monkeypatch.setenv(ENV_JUDGE_URL, running.url)
     good = "```python\ndef add(a, b):\n    return a + b\n```"
     half = "```python\ndef add(a, b):\n    return 3 if a == 1 else 0\n```"
-    assert compute_score("inline", good, json.dumps(ADD)) == 1.0
+    # the training reward: the share of tests passed, +1 for passing them all
+    assert compute_score("inline", good, json.dumps(ADD)) == 2.0
     assert compute_score("inline", half, ADD, {"index": 0}) == pytest.approx(1 / 3)
     task = {"task": {"benchmark": "mbpp", "task_id": "Mbpp/2"}}
     code = "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n"
-    assert compute_score("mbpp", code, task) == 1.0
+    assert compute_score("mbpp", code, task) == 2.0
 
 
 def test_the_trl_reward_scores_each_completion_of_a_batch(running):
-    reward = JudgeReward(running.url, benchmark="mbpp", score="execution")
+    reward = JudgeReward(running.url, benchmark="mbpp")
     completions = [
         [{"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}],
         [{"role": "assistant", "content": "no code here"}],
@@ -86,15 +87,15 @@ def test_the_trl_reward_scores_each_completion_of_a_batch(running):
         tests=[ADD, ADD, None],
         trainer_state=None,
     )
-    # +0.5 runs, +0.1 per passed test (3 of 3); no code: 0; runs and passes 5 or more of
-    # Mbpp/2's tests (those expecting no common element), though not all
-    assert values[0] == pytest.approx(0.8) and values[1] == 0.0
-    assert values[2] == pytest.approx(1.0)
-    rate = JudgeReward(running.url, benchmark="mbpp")(
+    # all 3 tests passed: 1 + 1; no code: 0; a stub that passes Mbpp/2's tests expecting no
+    # common element (29 of 111) earns their share only, well below a correct program
+    assert values[0] == pytest.approx(2.0) and values[1] == 0.0
+    assert 0.2 < values[2] < 0.3
+    rate = JudgeReward(running.url, benchmark="mbpp", score="pass_rate")(
         completions=completions[2:], task_id=["Mbpp/2"]
     )
-    assert 0 < rate[0] < 1
-    assert reward.__name__ == "corebench_execution"
+    assert rate[0] == pytest.approx(values[2])
+    assert reward.__name__ == "corebench_tests"
 
 
 @pytest.mark.model
@@ -120,7 +121,7 @@ def test_trl_grpo_trainer_trains_with_the_service_reward(running, mbpp_tasks, tm
     before = running.client().health()["programs_judged"]
     trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(base, dtype="float32"),
-        reward_funcs=[JudgeReward(running.url, benchmark="mbpp", score="execution")],
+        reward_funcs=[JudgeReward(running.url, benchmark="mbpp")],
         args=grpo_config(settings, tmp_path),
         train_dataset=rows,
         processing_class=AutoTokenizer.from_pretrained(base),
@@ -128,7 +129,7 @@ def test_trl_grpo_trainer_trains_with_the_service_reward(running, mbpp_tasks, tm
     trainer.train()
     judged = running.client().health()["programs_judged"] - before
     assert judged == settings.num_generations * settings.prompts_per_step  # one per completion
-    logged = [h for h in trainer.state.log_history if "rewards/corebench_execution/mean" in h]
+    logged = [h for h in trainer.state.log_history if "rewards/corebench_tests/mean" in h]
     assert logged, trainer.state.log_history
 
 

@@ -24,12 +24,15 @@ from corebench.training.dispatch import model_spec, train
 from corebench.training.models import local_checkpoint
 from corebench.training.plans import template_plan
 from corebench.training.rewards import (
+    REWARDED_TESTS,
     RewardLog,
     authors_pair_reward,
-    execution_reward,
+    class_pair_reward,
+    class_reward,
     measure_passing,
-    pair_reward,
     pair_shape,
+    pass_reward,
+    rewarded_suite,
     run_tests,
 )
 from corebench.training.settings import EVALUATE_WITH, load_settings
@@ -53,8 +56,8 @@ def test_settings_from_toml_and_overrides(tmp_path):
         load_settings("grpo", None, ["step=3"])
     with pytest.raises(CorebenchError, match="training setting steps: input should be a valid int"):
         load_settings("grpo", None, ["steps=many"])
-    with pytest.raises(CorebenchError, match="pair reward"):
-        load_settings("magrpo", None, ["pair_reward=authorz"])
+    with pytest.raises(CorebenchError, match="unknown reward 'test'. Did you mean 'tests'"):
+        load_settings("magrpo", None, ["reward=test"])
     with pytest.raises(UnknownNameError, match="training method"):
         load_settings("ppo")
 
@@ -91,6 +94,23 @@ def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
     }  # near-duplicates dropped
 
 
+def test_mbpp_train_split_can_draw_on_every_original_split(data_dir):
+    from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
+
+    every = ["train", "validation", "test", "prompt"]
+    settings = load_settings(
+        "sft", None, data_dir=str(data_dir), benchmark_options={"train_from": every}
+    )
+    data = load_train_data(settings)
+    evaluated = {t.task_id for t in MbppPlus(data_dir).tasks()}
+    ids = {t.task.task_id for t in data.tasks}
+    assert not ids & evaluated and len(ids) > 500  # about twice the default split's 289
+    assert any(int(i.split("/")[1]) <= 510 for i in ids)  # test-split tasks MBPP+ left out
+    assert not ids & {o.train_id for o in data.overlaps}  # near-duplicates still dropped
+    with pytest.raises(UnknownNameError, match="original MBPP split 'tset'. Did you mean 'test'"):
+        MbppPlus(data_dir, train_from=["tset"])
+
+
 def test_rewards_come_from_the_sandbox(tmp_path):
     programs = [
         "def double(x):\n    return 2 * x\n",
@@ -102,8 +122,9 @@ def test_rewards_come_from_the_sandbox(tmp_path):
     runs = run_tests([(p, train_task("double", TESTS)) for p in programs])
     assert [r.passed for r in runs] == [3, 1, 0, 0, 0]
     assert [r.pass_rate for r in runs] == pytest.approx([1, 1 / 3, 0, 0, 0])
-    assert [execution_reward(r) for r in runs] == pytest.approx([0.8, 0.6, 0.0, 0.0, 0.0])
-    assert [pair_reward(p, r) for p, r in zip(programs, runs, strict=True)] == pytest.approx(
+    assert [pass_reward(r) for r in runs] == pytest.approx([2, 1 / 3, 0, 0, 0])
+    assert [class_reward(r) for r in runs] == pytest.approx([0.8, 0.6, 0.0, 0.0, 0.0])
+    assert [class_pair_reward(p, r) for p, r in zip(programs, runs, strict=True)] == pytest.approx(
         [0.8, 0.6, 0.2, 0.0, 0.0]
     )
     log = RewardLog(tmp_path / "rewards.txt", group=2)
@@ -133,13 +154,13 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
         name: authors_pair_reward(pair_shape(helper, mains[name], "double"), code, runs[name])
         for name, code in programs.items()
     }
-    simple = {name: pair_reward(code, runs[name]) for name, code in programs.items()}
+    simple = {name: class_pair_reward(code, runs[name]) for name, code in programs.items()}
     assert authors == pytest.approx(
         {
-            "uses aux": 4.0,
-            "thin wrapper": 3.0,
-            "drops aux's value": 3.5,
-            "ignores aux": 2.5,
+            "uses aux": 5.0,
+            "thin wrapper": 4.0,
+            "drops aux's value": 4.5,
+            "ignores aux": 3.5,
             "own aux": 0.0,
             "wrong": 1.5,
         }
@@ -147,6 +168,103 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
     # the simple reward cannot tell a collaborating pair from one agent doing the work
     assert simple["uses aux"] == simple["ignores aux"] == simple["own aux"] == pytest.approx(0.8)
     assert not pair_shape("def aux(x):\n    pass\n", mains["uses aux"], "double").aux_defined
+
+
+STUBS = {  # programs that share many expected outputs with the reference, and solve nothing
+    "HumanEval/13": "def greatest_common_divisor(a, b):\n    return 1\n",  # 559 of 991 tests
+    "HumanEval/52": "def below_threshold(l, t):\n    return True\n",  # 209 of 425
+    "Mbpp/2": "def similar_elements(test_tup1, test_tup2):\n    return ()\n",
+}
+
+
+@pytest.fixture(scope="module")
+def stub_tasks(data_dir) -> dict[str, dict[str, TrainTask]]:
+    """The stubs' tasks with the suites each reward runs (``rewarded_suite``)."""
+    from corebench.harness.registry import default_plugins
+
+    out: dict[str, dict[str, TrainTask]] = {"tests": {}, "class": {}}
+    for name in ("humaneval", "mbpp"):
+        bench = default_plugins().benchmarks.get(name).component(data_dir)
+        for task in bench.tasks():
+            if task.task_id in STUBS:
+                for reward in out:
+                    suite = rewarded_suite(bench.test_suite(task.task_id), task.task_id, reward)
+                    out[reward][task.task_id] = TrainTask(task, suite)
+    return out
+
+
+def test_large_suites_are_rewarded_on_a_fixed_subset_with_every_base_test(stub_tasks, data_dir):
+    from corebench.harness.registry import default_plugins
+
+    full = (
+        default_plugins().benchmarks.get("humaneval").component(data_dir).test_suite("HumanEval/13")
+    )
+    chosen = stub_tasks["tests"]["HumanEval/13"].suite
+    assert full.size == 991 and chosen.size == REWARDED_TESTS
+    assert chosen.inputs["base"] == full.inputs["base"]  # every base test
+    plus = chosen.inputs["plus"]
+    assert all(args in full.inputs["plus"] for args in plus)
+    order = [full.inputs["plus"].index(args) for args in plus]
+    assert order == sorted(order)  # in the suite's own order
+    # the same subset every time (seeded by the task id), another for another task
+    again = rewarded_suite(full, "HumanEval/13")
+    assert (
+        again.inputs == chosen.inputs
+        and rewarded_suite(full, "HumanEval/14").inputs != chosen.inputs
+    )
+    # the class study's reward: the base tests (HumanEval's original ones) only
+    assert stub_tasks["class"]["HumanEval/13"].suite.inputs == {"base": full.inputs["base"]}
+    small = stub_tasks["tests"]["Mbpp/2"].suite
+    assert small.size < REWARDED_TESTS and small.size == sum(map(len, small.inputs.values()))
+
+
+def test_every_reward_ranks_a_stub_well_below_the_reference(stub_tasks):
+    """A stub that matches hundreds of expected outputs earns less than half of the reference's
+    reward under every method's default reward; under the class study's reward (kept only to
+    reproduce that study) it still ranks below."""
+    from corebench.plugins.systems.helper_main import HelperMain
+    from corebench.training.corecode import planner_reward
+    from corebench.training.grpo import code_reward, pta_reward
+
+    class EchoCoder:  # a frozen coder that writes, from each plan, the answer's own code
+        def answer(self, prompts):
+            assert len(prompts) == len(answers)
+            return answers
+
+    for reward in ("tests", "class"):
+        settings = load_settings("corecode", None, [f"reward={reward}", "efficiency_weight=0"])
+        tasks = stub_tasks[reward]
+        rows = [{"task": tasks[i]} for i in STUBS for _ in range(2)]
+        codes = [c for i in STUBS for c in (tasks[i].reference, STUBS[i])]
+        answers = [f"```python\n{c}```" for c in codes]
+        scored = {
+            "grpo / corecode coder": code_reward(settings)(answers, rows),
+            "pta": pta_reward(settings, EchoCoder())(answers, rows),
+            "corecode planner": planner_reward(settings, EchoCoder())(answers, rows),
+        }
+        entry = {i: tasks[i].task.entry_point for i in STUBS}
+        # the helper writes the program as `aux`, the main agent calls it
+        pairs = [
+            (re.sub(rf"\b{entry[i]}\b", "aux", c),
+             f"def {entry[i]}(*args):\n    value = aux(*args)\n    return value\n", tasks[i])
+            for i in STUBS
+            for c in (tasks[i].reference, STUBS[i])
+        ]  # fmt: skip
+        programs = [HelperMain.program(h, m) for h, m, _ in pairs]
+        runs = run_tests([(p, t) for p, (_, _, t) in zip(programs, pairs, strict=True)])
+        scored["magrpo"] = [
+            authors_pair_reward(pair_shape(h, m, t.task.entry_point), p, r)
+            if reward == "tests"
+            else class_pair_reward(p, r)
+            for (h, m, t), p, r in zip(pairs, programs, runs, strict=True)
+        ]
+        for method, values in scored.items():
+            for task_id, (ref, stub) in zip(
+                STUBS, zip(values[::2], values[1::2], strict=True), strict=True
+            ):
+                assert stub < ref, (reward, method, task_id, ref, stub)
+                if reward == "tests":
+                    assert stub <= 0.5 * ref, (method, task_id, ref, stub)
 
 
 def test_corecode_efficiency_terms_measure_against_the_reference(monkeypatch):
@@ -188,7 +306,7 @@ def test_corecode_efficiency_terms_measure_against_the_reference(monkeypatch):
     answers = [f"```python\n{c}```" for c in codes]
     coder = code_reward(settings, memory_score)(answers, rows)
     in_call = [memory_score(m) for m in taken[-1]]
-    assert coder == pytest.approx([0.7 + 0.2 * m for m in in_call[:3]] + [0.5])
+    assert coder == pytest.approx([2 + 0.2 * m for m in in_call[:3]] + [0.0])
     assert coder[1] > coder[2] + 0.1  # same tests passed, a fraction of the memory
 
     class Coder:  # writes back the code a plan holds, or the program an honest plan names
@@ -201,7 +319,7 @@ def test_corecode_efficiency_terms_measure_against_the_reference(monkeypatch):
 
     planner = planner_reward(settings, Coder())(answers, rows)
     in_call = [speed_score(m) for m in taken[-1]]
-    expected = [1 + 0.2 * s for s in in_call[:3]] + [0.0]
+    expected = [2 + 0.2 * s for s in in_call[:3]] + [0.0]
     assert planner == pytest.approx(expected)  # code in the plan: no quality term
     assert planner[0] > planner[1] + 0.1
     honest = [
@@ -214,11 +332,11 @@ def test_corecode_efficiency_terms_measure_against_the_reference(monkeypatch):
     honest_rewards = planner_reward(settings, Coder())(honest, rows)
     in_call = [speed_score(m) for m in taken[-1]]
     # the same programs, so the same pass rates; the honest plans add the plan-quality term
-    assert honest_rewards == pytest.approx([1.2 + 0.2 * s for s in in_call[:3]] + [0.2])
+    assert honest_rewards == pytest.approx([2.2 + 0.2 * s for s in in_call[:3]] + [0.2])
     assert len(taken) == 3  # one measurement per call above
     off = load_settings("corecode", None, ["efficiency_weight=0"])
-    assert code_reward(off, memory_score)(answers, rows) == pytest.approx([0.7, 0.7, 0.7, 0.5])
-    assert planner_reward(off, Coder())(answers, rows) == pytest.approx([1, 1, 1, 0])
+    assert code_reward(off, memory_score)(answers, rows) == pytest.approx([2, 2, 2, 0])
+    assert planner_reward(off, Coder())(answers, rows) == pytest.approx([2, 2, 2, 0])
     assert len(taken) == 3  # no weight, no measuring
 
 
@@ -251,7 +369,7 @@ def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
         "```python\nclass Solution:\n    def reverseIt(self, s):\n        return s\n```",
     ]
     off = load_settings("grpo", None, ["efficiency_weight=0"])
-    assert code_reward(off)(answers, rows) == pytest.approx([0.7, 0.5, 0.6, 0.7, 0.6])
+    assert code_reward(off)(answers, rows) == pytest.approx([2, 0, 0.5, 2, 0.5])
 
 
 def test_template_plan_follows_the_corecode_outline():
@@ -379,35 +497,58 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
     assert len(list(store.samples())) == 1
 
 
+# per method: the file that shows a checkpoint was saved, the log a resumed run keeps (a reward
+# log, or for SFT the trainer state's log history), and the role whose manifest is checked
+RESUMABLE = {
+    "grpo": ("trainer/checkpoint-1/trainer_state.json", "rewards.txt", "model"),
+    "corecode": ("round1/coder/trainer/checkpoint-1/trainer_state.json",
+                 "round1/coder/rewards.txt", "coder"),
+    "magrpo": ("trainer-state/checkpoint-1/training_state.pt", "rewards.txt", "main"),
+    "sft": ("planner-trainer/checkpoint-1/trainer_state.json",
+            "planner-trainer/checkpoint-1/trainer_state.json", "planner"),
+}  # fmt: skip
+
+
 @pytest.mark.model
-@pytest.mark.parametrize(("method", "phase"), [("grpo", ""), ("corecode", "round1/coder/")])
-def test_training_resumes_after_a_kill(method, phase, tmp_path, data_dir):
+@pytest.mark.parametrize("method", list(RESUMABLE))
+def test_training_resumes_after_a_kill(method, tmp_path, data_dir):
     out = tmp_path / "ckpt"
     command = [
         sys.executable, "-m", "corebench.harness.cli", "train", method, "--out", str(out),
         "--data-dir", str(data_dir), *(f"--set={item}" for item in TINY),
     ]  # fmt: skip
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    saved = out / phase / "trainer" / "checkpoint-1" / "trainer_state.json"
+    saved_name, log_name, role = RESUMABLE[method]
+    saved, log = out / saved_name, out / log_name
     deadline = time.monotonic() + 600
     while not saved.exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     first.kill()
     first.wait()
     assert saved.exists(), "no checkpoint before the kill"
-    assert not (out / phase / "model" / "config.json").exists(), "finished before the kill"
-    # mark step 1's logged rewards: a resumed run keeps them, one started over would not
-    log = out / phase / "rewards.txt"
-    group = 2  # num_generations x prompts_per_step
-    log.write_text("9\n" * group + "".join(f"{v}\n" for v in log.read_text().split()[group:]))
+    assert not (out / role / "corebench_manifest.json").exists(), "finished before the kill"
+    # mark step 1's log: a resumed run keeps it, one started over would not
+    if method == "sft":
+        state = json.loads(log.read_text())
+        state["log_history"][0]["loss"] = 9.0
+        log.write_text(json.dumps(state))
+    else:
+        group = 2  # num_generations x prompts_per_step (magrpo: num_generations)
+        rewards = log.read_text().split()
+        log.write_text("9\n" * group + "".join(f"{v}\n" for v in rewards[group:]))
     planner_record = out / "round1" / "planner" / "phase.json"
-    planner_done = planner_record.stat().st_mtime_ns if phase else None
+    planner_done = planner_record.stat().st_mtime_ns if method == "corecode" else None
 
     subprocess.run(command, check=True, capture_output=True)
-    role = "coder" if phase else "model"
     manifest = json.loads((out / role / "corebench_manifest.json").read_text())
-    assert manifest["steps"] == 2 and manifest["reward_curve"][0] == {"step": 1, "reward": 9.0}
-    if phase:  # the planner phase had finished: not redone, and its curve still counts
+    assert manifest["steps"] == 2
+    if method == "sft":
+        assert [e["loss"] for e in manifest["loss_curve"]][0] == 9.0
+    else:
+        assert manifest["reward_curve"][0] == {"step": 1, "reward": 9.0}
+        assert len(manifest["reward_curve"]) == 2
+        assert len(log.read_text().split()) == 2 * 2  # step 1's kept, step 2's once
+    if method == "corecode":  # the planner phase had finished: not redone, its curve counts
         assert planner_record.stat().st_mtime_ns == planner_done
         planner = json.loads((out / "planner" / "corebench_manifest.json").read_text())
         assert planner["steps"] == 2 and len(planner["reward_curve"]) == 2
@@ -415,6 +556,33 @@ def test_training_resumes_after_a_kill(method, phase, tmp_path, data_dir):
             ("planner", 2),
             ("coder", 2),
         ]
+
+
+@pytest.mark.model
+def test_two_processes_write_each_file_once_and_log_every_reward(tmp_path, data_dir):
+    """`accelerate launch --multi_gpu --num_processes 2` on a machine without GPUs: two CPU
+    processes (gloo). Each scores its own completions; the reward log holds both processes'
+    rewards, written by one process; one manifest."""
+    out = tmp_path / "ckpt"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", "0", "-m", "corebench.harness.cli", "train", "grpo",
+        "--out", str(out), "--data-dir", str(data_dir), *(f"--set={item}" for item in TINY),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((out / "model" / "corebench_manifest.json").read_text())
+    assert manifest["processes"] == 2
+    rewards = (out / "rewards.txt").read_text().split()
+    # 2 steps x (num_generations 2 x prompts_per_step 1) per process x 2 processes, each once;
+    # the curve's steps average both processes' rewards (one process's alone: one point of 4)
+    assert len(rewards) == 2 * 2 * 2
+    assert [p["step"] for p in manifest["reward_curve"]] == [1, 2]
+    for point, start in zip(manifest["reward_curve"], (0, 4), strict=True):
+        assert point["reward"] == pytest.approx(sum(map(float, rewards[start : start + 4])) / 4)
+    assert manifest["steps"] == 2
+    assert (out / "model" / "config.json").exists()
 
 
 @pytest.mark.model

@@ -1,14 +1,15 @@
 """CoRe-Code's collaboration-aware GRPO: the planner and the coder are trained in turn, each
 with the other frozen, and each rewarded by how well the pair does.
 
-- Planner phase: a plan's reward is the pass rate of the code the frozen coder writes from it,
+- Planner phase: a plan's reward is the correctness (``rewards.correctness``: by default the
+  share of tests passed, +1 for passing all) of the code the frozen coder writes from it,
   plus ``efficiency_weight`` × that code's speed score when it passes every test, plus
   ``plan_quality_weight`` × the plan's quality (the share of the outline it follows, 0 when it
   holds code: in the spirit of PTA-GRPO's guidance-aware reward, writing the program into the
   plan scores below an honest plan that leads to the same program).
 - Coder phase: the frozen planner writes a plan per task (greedy); the coder's reward for its
-  code given that plan is +0.5 if it runs and +0.1 per passed test, plus ``efficiency_weight`` ×
-  its memory score when it passes every test.
+  code given that plan is its correctness, plus ``efficiency_weight`` × its memory score when it
+  passes every test.
 
 CoRe-Code names these terms (time complexity for the planner, memory for the coder) without
 public formulas. Ours measure what the evaluation measures: CPU time and peak memory against the
@@ -24,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from .data import TrainTask, load_train_data
-from .grpo import RewardFn, code_reward, judge, run_grpo
+from .distributed import is_main_process
+from .grpo import RewardFn, Trained, code_reward, judge, run_grpo
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .plans import coder_prompt, planner_prompt
-from .rewards import memory_score, speed_score
+from .rewards import correctness, memory_score, speed_score
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
 
@@ -43,29 +45,36 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
         runs, bonus = judge(codes, tasks, speed_score, settings.efficiency_weight)
         outline = system(EVALUATE_WITH["corecode"]).outline
         quality = [settings.plan_quality_weight * outline(p).quality for p in texts]
-        return [r.pass_rate + b + q for r, b, q in zip(runs, bonus, quality, strict=True)]
+        return [
+            correctness(r, settings.reward, settings.tests_rewarded) + b + q
+            for r, b, q in zip(runs, bonus, quality, strict=True)
+        ]
 
     return reward
 
 
-PHASE_RECORD = "phase.json"  # a finished phase's steps and reward curve, beside its model
+PHASE_RECORD = "phase.json"  # a finished phase's steps, reward curve and diagnostics
 
 
-def _phase_done(out: Path) -> tuple[Path, list[dict[str, float]], int] | None:
-    """A phase finished by an earlier (interrupted) run: its model, curve and steps."""
+def _phase_done(out: Path) -> Trained | None:
+    """A phase finished by an earlier (interrupted) run."""
     model, record = out / "model", out / PHASE_RECORD
     if not ((model / "config.json").exists() and record.exists()):
         return None
     done = json.loads(record.read_text())
-    return model, done["reward_curve"], done["steps"]
+    return Trained(model, done["reward_curve"], done["steps"], done.get("diagnostics", {}))
 
 
-def _phase(
-    settings: TrainSettings, out: Path, **grpo: Any
-) -> tuple[Path, list[dict[str, float]], int]:
-    model, curve, steps = run_grpo(settings, out=out, **grpo)
-    (out / PHASE_RECORD).write_text(json.dumps({"steps": steps, "reward_curve": curve}))
-    return model, curve, steps
+def _phase(settings: TrainSettings, out: Path, **grpo: Any) -> Trained:
+    trained = run_grpo(settings, out=out, **grpo)
+    if is_main_process():
+        record = {
+            "steps": trained.steps,
+            "reward_curve": trained.curve,
+            "diagnostics": trained.diagnostics,
+        }
+        (out / PHASE_RECORD).write_text(json.dumps(record))
+    return trained
 
 
 def train_corecode(settings: TrainSettings) -> dict[str, Path]:
@@ -91,10 +100,10 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
                 )  # fmt: skip
             finally:
                 frozen.close()
-        planner, curve, n = done
-        curves["planner"] += curve
-        steps["planner"] += n
-        phases.append({"round": round_index, "role": "planner", "steps": n, "reward_curve": curve})
+        planner = done.model
+        curves["planner"] += done.curve
+        steps["planner"] += done.steps
+        phases.append(_phase_entry(round_index, "planner", done))
         # coder phase, planner frozen: its plans are fixed for the phase
         done = _phase_done(phase / "coder")
         if done is None:
@@ -111,11 +120,13 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
                 settings, phase / "coder", model_path=coder, rows=rows,
                 reward=code_reward(settings, memory_score),
             )  # fmt: skip
-        coder, curve, n = done
-        curves["coder"] += curve
-        steps["coder"] += n
-        phases.append({"round": round_index, "role": "coder", "steps": n, "reward_curve": curve})
-    checkpoints = {}
+        coder = done.model
+        curves["coder"] += done.curve
+        steps["coder"] += done.steps
+        phases.append(_phase_entry(round_index, "coder", done))
+    checkpoints = {role: out / role for role in ("planner", "coder")}
+    if not is_main_process():  # the main process copies the checkpoints and writes manifests
+        return checkpoints
     for role, path in (("planner", planner), ("coder", coder)):
         final = out / role
         if final.resolve() != path.resolve():
@@ -134,7 +145,18 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
                 "evaluate_with": EVALUATE_WITH["corecode"],
                 "rounds": settings.rounds,
                 "phases": phases,
+                # the role's last phase (each phase's own are in `phases`)
+                "diagnostics": [p for p in phases if p["role"] == role][-1]["diagnostics"],
             },
         )
-        checkpoints[role] = final
     return checkpoints
+
+
+def _phase_entry(round_index: int, role: str, done: Trained) -> dict[str, Any]:
+    return {
+        "round": round_index,
+        "role": role,
+        "steps": done.steps,
+        "reward_curve": done.curve,
+        "diagnostics": done.diagnostics,
+    }

@@ -12,6 +12,7 @@ from corebench.harness.registry import Plugins, default_plugins
 from corebench.harness.testsuite import FunctionalSuite
 
 from .contamination import Overlap, Text, check
+from .rewards import rewarded_suite
 from .settings import TrainSettings
 
 
@@ -49,7 +50,11 @@ def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> 
             f"benchmark {settings.benchmark!r} has no train split (splits: "
             f"{', '.join(benchmark.splits)})"
         )
-    train = [TrainTask(t, benchmark.test_suite(t.task_id)) for t in benchmark.tasks("train")]
+    # the tests rewards run: a fixed subset of very large suites, the base tests for "class"
+    train = [
+        TrainTask(t, rewarded_suite(benchmark.test_suite(t.task_id), t.task_id, settings.reward))
+        for t in benchmark.tasks("train")
+    ]
     evaluation = []
     # every evaluation benchmark's evaluated tasks (its `eval_split` where it has one, else its
     # test split), the training benchmark's own included

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from corebench.harness.config import ENV_EXECUTOR, ENV_JUDGE_URL, MANIFEST_NAME
 
-from .settings import EVALUATE_WITH, TrainSettings
+from .settings import TrainSettings, evaluated_with
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
@@ -86,7 +86,7 @@ def evaluate_command(settings: TrainSettings, checkpoints: dict[str, Path]) -> s
     parts = [
         "corebench run",
         f"--bench {settings.benchmark}",
-        f"--system {EVALUATE_WITH[settings.method]}",
+        f"--system {evaluated_with(settings.method, list(checkpoints))}",
     ]
     if settings.method == "magrpo" and settings.turns > 1:
         parts.append(f"-O turns={settings.turns}")

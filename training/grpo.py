@@ -10,14 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from corebench.harness.records import Measurement
 
 from .data import TrainData, TrainTask, load_train_data
+from .diagnostics import diagnose
+from .distributed import is_main_process, world_size
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
-from .rewards import RewardLog, TestRun, execution_reward, measure_passing, run_tests
+from .rewards import RewardLog, TestRun, correctness, measure_passing, run_tests
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
 
@@ -82,6 +84,16 @@ def last_checkpoint(output_dir: Path) -> Path | None:
     return checkpoints[-1] if checkpoints else None
 
 
+class Trained(NamedTuple):
+    """What a GRPO run leaves: the model, its reward curve, the steps done, and what its rewards
+    and gradients say about whether it could learn (``diagnostics.diagnose``)."""
+
+    model: Path
+    curve: list[dict[str, float]]
+    steps: int
+    diagnostics: dict[str, Any]
+
+
 def run_grpo(
     settings: TrainSettings,
     *,
@@ -89,11 +101,10 @@ def run_grpo(
     rows: list[dict[str, Any]],
     reward: RewardFn,
     out: Path,
-) -> tuple[Path, list[dict[str, float]], int]:
+) -> Trained:
     """Train ``model_path`` on ``rows`` (each with a ``prompt`` string) with ``reward``.
 
     Resumes from the last checkpoint in ``out/trainer``; saves the final model to ``out/model``.
-    Returns (model dir, reward curve, steps done).
     """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -101,15 +112,12 @@ def run_grpo(
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     trainer_dir = out / "trainer"
-    log = RewardLog(out / "rewards.txt", settings.num_generations * settings.prompts_per_step)
+    # one step's rewards: every process's completions (``RewardLog.add`` gathers them)
+    group = settings.num_generations * settings.prompts_per_step * world_size()
+    log = RewardLog(out / "rewards.txt", group)
     resume = last_checkpoint(trainer_dir)
-    if resume is not None:  # steps after the checkpoint are replayed: drop their rewards
-        del_from = int(resume.name.split("-")[-1]) * log.group
-        log.rewards = log.rewards[:del_from]
-        log.path.write_text("".join(f"{v:.6g}\n" for v in log.rewards))
-    elif log.path.exists():
-        log.path.unlink()
-        log.rewards = []
+    # steps after the checkpoint are done again: drop their rewards (all of them, from scratch)
+    log.keep(int(resume.name.split("-")[-1]) * group if resume else 0)
     dataset = Dataset.from_list(
         [
             {"prompt": [{"role": "user", "content": r["prompt"]}], "row": i}
@@ -138,9 +146,12 @@ def run_grpo(
     )
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     final = out / "model"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(final)
-    return final, log.curve(), int(trainer.state.global_step)
+    trainer.save_model(str(final))  # the main process only (transformers' should_save)
+    if is_main_process():
+        tokenizer.save_pretrained(final)
+    norms = [e["grad_norm"] for e in trainer.state.log_history if "grad_norm" in e]
+    found = diagnose(log.rewards, settings.num_generations, group, norms)
+    return Trained(final, log.curve(), int(trainer.state.global_step), found)
 
 
 def code_rows(data: TrainData, system_name: str) -> list[dict[str, Any]]:
@@ -166,15 +177,16 @@ def judge(
 
 
 def code_reward(settings: TrainSettings, efficiency_term: EfficiencyTerm | None = None) -> RewardFn:
-    """+0.5 if the extracted program runs, +0.1 per passed test (up to ``tests_rewarded``); with
-    ``efficiency_term``, plus ``efficiency_weight`` × its score for a program passing every test."""
+    """The extracted program's correctness (``rewards.correctness`` under ``settings.reward``);
+    with ``efficiency_term``, plus ``efficiency_weight`` × its score for a program passing every
+    test."""
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
         tasks: list[TrainTask] = [r["task"] for r in rows]
         codes = [t.code_from(x) for x, t in zip(texts, tasks, strict=True)]
         runs, bonus = judge(codes, tasks, efficiency_term, settings.efficiency_weight)
         return [
-            execution_reward(r, settings.tests_rewarded) + b
+            correctness(r, settings.reward, settings.tests_rewarded) + b
             for r, b in zip(runs, bonus, strict=True)
         ]
 
@@ -188,7 +200,7 @@ def plan_part(answer: str) -> str:
 
 def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
     """Plan-then-act: the answer's own code is rewarded as in GRPO, and its plan by its outcome:
-    the pass rate of the code a frozen coder writes from the plan alone."""
+    ``plan_weight`` × the correctness of the code a frozen coder writes from the plan alone."""
     act = code_reward(settings)
 
     def reward(texts: list[str], rows: list[dict[str, Any]]) -> list[float]:
@@ -201,7 +213,7 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
         codes = [t.code_from(a) for a, t in zip(coder.answer(prompts), tasks, strict=True)]
         plan_runs, _ = judge(codes, tasks)
         return [
-            r + settings.plan_weight * p.pass_rate
+            r + settings.plan_weight * correctness(p, settings.reward, settings.tests_rewarded)
             for r, p in zip(act(texts, rows), plan_runs, strict=True)
         ]
 
@@ -221,18 +233,22 @@ def train_grpo(settings: TrainSettings) -> dict[str, Path]:
         reward = code_reward(settings)
     rows = code_rows(data, EVALUATE_WITH[settings.method])
     try:
-        final, curve, steps = run_grpo(settings, model_path=base, rows=rows, reward=reward, out=out)
+        trained = run_grpo(settings, model_path=base, rows=rows, reward=reward, out=out)
     finally:
         if coder is not None:
             coder.close()
-    write_manifest(
-        final,
-        settings=settings,
-        role="model",
-        base_model=settings.model,
-        data=data,
-        steps=steps,
-        reward_curve=curve,
-        extra={"evaluate_with": EVALUATE_WITH[settings.method]},
-    )
-    return {"model": final}
+    if is_main_process():
+        write_manifest(
+            trained.model,
+            settings=settings,
+            role="model",
+            base_model=settings.model,
+            data=data,
+            steps=trained.steps,
+            reward_curve=trained.curve,
+            extra={
+                "evaluate_with": EVALUATE_WITH[settings.method],
+                "diagnostics": trained.diagnostics,
+            },
+        )
+    return {"model": trained.model}

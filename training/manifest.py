@@ -12,16 +12,18 @@ from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.metadata import environment_metadata
 
 from .data import TrainData
+from .distributed import world_size
 from .settings import TrainSettings
 
 
 def data_fingerprint(data: TrainData) -> str:
-    """sha256 over the training tasks as the policy and the rewards see them."""
+    """sha256 over the training tasks as the policy and the rewards see them (expected outputs by
+    their repr: some are dicts keyed by tuples, which JSON cannot hold)."""
     digest = hashlib.sha256()
     for item in data.tasks:
         suite = item.suite
-        seen = [item.task.task_id, item.task.prompt, suite.inputs, suite.expected]
-        digest.update(json.dumps(seen, default=str).encode())
+        seen = [item.task.task_id, item.task.prompt, suite.content_key, repr(suite.expected)]
+        digest.update(json.dumps(seen).encode())
     return digest.hexdigest()
 
 
@@ -49,6 +51,7 @@ def write_manifest(
             "overlaps_kept": settings.allow_overlap,
         },
         "settings": settings.model_dump(),
+        "processes": world_size(),  # training processes (a multi-process launch: more than 1)
         "reward_curve": reward_curve,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "corebench_version": environment_metadata().get("corebench_version"),

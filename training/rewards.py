@@ -1,26 +1,38 @@
 """Rewards computed by running programs in the evaluation sandbox (many at once).
 
-- ``execution_reward`` (single-agent GRPO, as in the MAGRPO class study): +0.5 if the program runs,
-  +0.1 per passed test, up to ``cap`` tests.
-- ``authors_pair_reward`` (MAGRPO pairs, the default): the MAGRPO authors' reward, which also
-  scores the pair's structure (``aux`` defined and used, main not a thin wrapper), so the pair
-  cannot collapse into one agent; ``pair_reward`` (``pair_reward = "simple"``): the class
-  study's +0.2 if the combined program parses, +0.3 if it runs, +0.1 per passed test.
-- ``pass_rate``: the share of tests passed (CoRe-Code's coder and, through the coder, planner).
-- ``measure_passing``: for programs that pass every test, CPU time and peak memory against the task's
-  reference solution, measured one program at a time as the evaluation's measurement phase does;
-  ``speed_score`` and ``memory_score`` map them to [0, 1] (CoRe-Code's efficiency terms).
+Every method's correctness term is one of two rewards (training setting ``reward``):
+
+- ``"tests"`` (the default), ``pass_reward``: the share of the suite's tests passed, plus
+  ``ALL_PASS_BONUS`` (1.0) for passing every one. A program that fails any test earns less than
+  half of what a correct one does, so a stub that happens to match many expected outputs
+  (HumanEval/13's ``return 1`` passes 559 of 991 tests) ranks well below the reference. Suites
+  larger than ``REWARDED_TESTS`` are scored on a fixed subset (``rewarded_suite``): every base
+  test, then plus tests drawn with a generator seeded by the task id, the same at every step.
+- ``"class"``, ``class_reward`` / ``class_pair_reward``: the MAGRPO class study's rewards
+  (single agent: +0.5 if the program runs, +0.1 per passed test up to ``tests_rewarded``; pair:
+  +0.2 parses, +0.3 runs, +0.1 per passed test), on the base tests only (HumanEval's original
+  tests, as the class study used). Kept to reproduce that study: a stub that passes a few base
+  tests scores close to the reference under it.
+
+MAGRPO's default pair reward is the MAGRPO authors' (``authors_pair_reward``: structure terms, so
+the pair cannot collapse into one agent) with ``pass_reward`` as its correctness term; its
+collaboration terms count only for a program that passes every test.
+
+``measure_passing``: for programs that pass every test, CPU time and peak memory against the
+task's reference solution, measured one program at a time as the evaluation's measurement phase
+does; ``speed_score`` and ``memory_score`` map them to [0, 1] (CoRe-Code's efficiency terms).
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import random
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from corebench.harness.config import MEASUREMENT_REPEATS_TRAINING
 from corebench.harness.context import ExampleCheck
@@ -28,11 +40,18 @@ from corebench.harness.errors import CorebenchError
 from corebench.harness.examples import parse_example
 from corebench.harness.records import Measurement, Task, TestOutcome, Verdict
 from corebench.harness.sandbox import SandboxExecutor, executor_for
+from corebench.harness.testsuite import FunctionalSuite
 
-from .data import TrainTask
+from .distributed import gather_rewards, is_main_process
+
+if TYPE_CHECKING:  # data.py builds its tasks' suites with rewarded_suite
+    from .data import TrainTask
 
 RAN = {Verdict.passed, Verdict.wrong_answer}
 T = TypeVar("T")
+ALL_PASS_BONUS = 1.0  # added to the share of tests passed when every test passes
+REWARDED_TESTS = 200  # tests per suite a reward runs, at most (see ``rewarded_suite``)
+BASE_SUITE = "base"
 
 
 @dataclass(frozen=True)
@@ -54,6 +73,44 @@ class TestRun:
     @property
     def pass_rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.total) and self.passed == self.total
+
+
+def rewarded_suite(suite: FunctionalSuite, task_id: str, reward: str = "tests") -> FunctionalSuite:
+    """The tests a reward runs. ``"class"``: the base suite alone where there is one (the class
+    study's original tests). ``"tests"``: the whole suite up to ``REWARDED_TESTS`` tests;
+    beyond, every base test and then tests of the other suites drawn without replacement by a
+    generator seeded with the task id (the same subset at every step and on every machine),
+    each suite keeping its tests' order."""
+    if reward == "class":
+        if BASE_SUITE not in suite.inputs:
+            return suite
+        return _keep(suite, {BASE_SUITE: range(len(suite.inputs[BASE_SUITE]))})
+    if suite.size <= REWARDED_TESTS:
+        return suite
+    base = suite.inputs.get(BASE_SUITE, [])[:REWARDED_TESTS]
+    others = [(name, i) for name, tests in suite.inputs.items() if name != BASE_SUITE
+              for i in range(len(tests))]  # fmt: skip
+    drawn = random.Random(task_id).sample(others, REWARDED_TESTS - len(base))
+    keep: dict[str, list[int]] = {BASE_SUITE: list(range(len(base)))} if base else {}
+    for name, i in drawn:
+        keep.setdefault(name, []).append(i)
+    return _keep(suite, {name: sorted(indices) for name, indices in keep.items()})
+
+
+def _keep(suite: FunctionalSuite, keep: dict[str, Any]) -> FunctionalSuite:
+    """``suite`` with only the tests ``keep`` names (suite name -> indices), in suite order."""
+    names = [name for name in suite.inputs if name in keep]
+    inputs = {name: [suite.inputs[name][i] for i in keep[name]] for name in names}
+    expected = (
+        {name: [suite.expected[name][i] for i in keep[name]] for name in names}
+        if suite.expected is not None
+        else None
+    )
+    return replace(suite, inputs=inputs, expected=expected)
 
 
 def sandbox() -> SandboxExecutor:
@@ -152,13 +209,26 @@ def parses(code: str) -> bool:
     return bool(code.strip())
 
 
-def execution_reward(run: TestRun, cap: int = 5) -> float:
+def pass_reward(run: TestRun) -> float:
+    """The share of the suite's tests passed, plus ``ALL_PASS_BONUS`` when all pass (max 2)."""
+    return run.pass_rate + (ALL_PASS_BONUS if run.all_passed else 0.0)
+
+
+def class_reward(run: TestRun, cap: int = 5) -> float:
+    """The class study's single-agent reward: +0.5 if the program runs, +0.1 per passed test (up
+    to ``cap``); computed on the base tests (``rewarded_suite(..., "class")``)."""
     return (0.5 if run.runs else 0.0) + 0.1 * min(run.passed, cap)
 
 
-def pair_reward(code: str, run: TestRun, cap: int = 5) -> float:
-    """The class study's joint reward: +0.2 parses, +0.3 runs, +0.1 per passed test (to ``cap``)."""
+def class_pair_reward(code: str, run: TestRun, cap: int = 5) -> float:
+    """The class study's joint reward: +0.2 parses, +0.3 runs, +0.1 per passed test (to ``cap``);
+    computed on the base tests."""
     return (0.2 if parses(code) else 0.0) + (0.3 if run.runs else 0.0) + 0.1 * min(run.passed, cap)
+
+
+def correctness(run: TestRun, reward: str, cap: int = 5) -> float:
+    """A single program's correctness term under the training setting ``reward``."""
+    return class_reward(run, cap) if reward == "class" else pass_reward(run)
 
 
 @dataclass(frozen=True)
@@ -223,18 +293,20 @@ def pair_shape(
 
 
 def authors_pair_reward(shape: PairShape, code: str, run: TestRun) -> float:
-    """The MAGRPO authors' helper/main reward (at most 4): +0.4 `aux` defined, +0.6 main
-    defined; then (main defined) +0.5 the combined program parses; then +1 x the share of tests
-    passed and, once a test passes and main calls `aux`: +0.5, +1 unless main only returns
-    `aux(...)`, -0.5 if a call's value is dropped. A main agent that defines its own `aux` (the
-    pair collapsed into one agent) gets 0, as the authors' collaboration check does."""
+    """The MAGRPO authors' helper/main reward with corebench's correctness term (at most 5):
+    +0.4 `aux` defined, +0.6 main defined; then (main defined) +0.5 the combined program parses;
+    then ``pass_reward`` (the share of tests passed, +1 for passing all; the authors add the
+    share alone) and, once every test passes and main calls `aux`: +0.5, +1 unless main only
+    returns `aux(...)`, -0.5 if a call's value is dropped (the authors give these once one test
+    passes, which a stub sharing many expected outputs earns). A main agent that defines its own
+    `aux` (the pair collapsed into one agent) gets 0, as the authors' collaboration check does."""
     if shape.main_defines_aux:
         return 0.0
     reward = 0.4 * shape.aux_defined + 0.6 * shape.main_defined
     if not shape.main_defined or not parses(code):
         return reward
-    reward += 0.5 + run.pass_rate
-    if run.passed and shape.aux_defined and shape.main_uses_aux:
+    reward += 0.5 + pass_reward(run)
+    if run.all_passed and shape.aux_defined and shape.main_uses_aux:
         reward += 0.5 + (0.0 if shape.thin_wrapper else 1.0)
         reward -= 0.5 if shape.aux_result_ignored else 0.0
     return reward
@@ -242,7 +314,9 @@ def authors_pair_reward(shape: PairShape, code: str, run: TestRun) -> float:
 
 class RewardLog:
     """Every reward given, in order, appended to a file: a reward curve for any trainer that
-    survives an interruption (a resumed run keeps adding to it)."""
+    survives an interruption (a resumed run keeps adding to it). Under a multi-process launch
+    each process scores its own completions: ``add`` gathers them all and the main process
+    alone writes."""
 
     def __init__(self, path: Path, group: int):
         self.path, self.group = Path(path), group  # group: rewards per optimisation step
@@ -250,11 +324,21 @@ class RewardLog:
         if self.path.exists():
             self.rewards = [float(x) for x in self.path.read_text().split()]
 
+    def keep(self, count: int) -> None:
+        """Only the first ``count`` rewards (a run resumed from a checkpoint gives the later
+        ones again); nothing, when starting over."""
+        self.rewards = self.rewards[:count]
+        if is_main_process():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("".join(f"{v:.6g}\n" for v in self.rewards))
+
     def add(self, values: list[float]) -> None:
+        values = gather_rewards(values)
         self.rewards.extend(values)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write("".join(f"{v:.6g}\n" for v in values))
+        if is_main_process():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write("".join(f"{v:.6g}\n" for v in values))
 
     def curve(self) -> list[dict[str, float]]:
         """Mean reward per step."""

@@ -24,20 +24,20 @@ from corebench.harness.errors import CorebenchError
 from corebench.harness.records import TestOutcome
 from corebench.harness.service.client import JudgeClient
 
-from .rewards import TestRun, execution_reward
+from .rewards import TestRun, pass_reward
 
-SCORES = ("pass_rate", "passed", "execution")
+SCORES = ("tests", "pass_rate", "passed")
 
 
-def score_of(answer: dict[str, Any], score: str, cap: int = 5) -> float:
-    """A service answer as a reward: the share of tests passed, 1/0 for passing them all, or
-    corebench's execution reward (+0.5 if it runs, +0.1 per passed test up to ``cap``)."""
+def score_of(answer: dict[str, Any], score: str) -> float:
+    """A service answer as a reward: corebench's training reward (``tests``: the share of tests
+    passed, +1 for passing them all), the share alone, or 1/0 for passing them all."""
     if score == "passed":
         return 1.0 if answer["passed"] else 0.0
     run = TestRun(
         [TestOutcome.model_validate(t) for t in answer["result"]["tests"]], answer["tests_total"]
     )
-    return run.pass_rate if score == "pass_rate" else execution_reward(run, cap)
+    return run.pass_rate if score == "pass_rate" else pass_reward(run)
 
 
 def _text(completion: Any) -> str:
@@ -67,14 +67,13 @@ class JudgeReward:
         token: str | None = None,
         benchmark: str | None = None,
         options: dict[str, Any] | None = None,
-        score: str = "pass_rate",
-        cap: int = 5,
+        score: str = "tests",
     ):
         if score not in SCORES:
             raise CorebenchError(f"unknown score {score!r}; one of {', '.join(SCORES)}")
         self.client = JudgeClient(url, token)
         self.benchmark, self.options = benchmark, options or {}
-        self.score, self.cap = score, cap
+        self.score = score
         self.__name__ = f"corebench_{score}"  # TRL logs rewards under this name
 
     def item(self, completion: Any, task_id: Any = None, tests: Any = None) -> dict[str, Any]:
@@ -93,17 +92,18 @@ class JudgeReward:
         task_ids = columns.get("task_id") or [None] * len(completions)
         tests = columns.get("tests") or [None] * len(completions)
         items = [self.item(c, t, s) for c, t, s in zip(completions, task_ids, tests, strict=True)]
-        return [score_of(a, self.score, self.cap) for a in self.client.judge_batch(items)]
+        return [score_of(a, self.score) for a in self.client.judge_batch(items)]
 
 
 def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **_: Any
 ) -> float:
-    """verl's custom reward hook: the share of ``ground_truth``'s tests the completion passes."""
+    """verl's custom reward hook: corebench's training reward on ``ground_truth``'s tests (the
+    share passed, +1 for passing them all)."""
     truth = _tests(ground_truth)
     item: dict[str, Any] = {"completion": solution_str, "all_tests": True}
     if "task" in truth:
         item["task"] = truth["task"]
     else:
         item["tests"] = truth
-    return score_of(JudgeClient().judge(item), "pass_rate")
+    return score_of(JudgeClient().judge(item), "tests")

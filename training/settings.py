@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 
 from corebench.harness.errors import CorebenchError, UnknownNameError
 from corebench.harness.options import Options, parse_assignments, validate_options
+from corebench.harness.records import RunConfig
 
 # the system each method's checkpoints are evaluated with (recorded in every manifest)
 EVALUATE_WITH = {
@@ -29,7 +30,22 @@ EVALUATE_WITH = {
     "sft": "corecode",
 }
 METHODS = tuple(EVALUATE_WITH)
-PAIR_REWARDS = ("authors", "simple")
+SINGLE_MODEL_SYSTEM = EVALUATE_WITH["grpo"]  # SFT's `model` role answers `direct`'s prompt
+
+
+def evaluated_with(method: str, roles: list[str] | tuple[str, ...]) -> str:
+    """The system a method's checkpoints (these roles) are evaluated with."""
+    if method == "sft" and list(roles) == ["model"]:
+        return SINGLE_MODEL_SYSTEM
+    return EVALUATE_WITH[method]
+
+
+# "tests": the share of the suite's tests passed plus a bonus for passing them all (every method);
+# "class": the MAGRPO class study's rewards, on the base tests only (reproductions of that study)
+REWARDS = ("tests", "class")
+SFT_ROLES = ("planner", "coder", "model")
+# training generates as much as evaluation lets a model write, unless told otherwise
+EVALUATION_MAX_NEW_TOKENS: int = RunConfig.model_fields["max_new_tokens"].default
 
 
 class TrainSettings(Options):
@@ -61,7 +77,11 @@ class TrainSettings(Options):
     num_generations: int = 4
     prompts_per_step: int = 2
     max_prompt_length: int = 512
-    max_completion_length: int = 128
+    max_completion_length: int = Field(
+        EVALUATION_MAX_NEW_TOKENS,
+        description="tokens per completion; the evaluation's own limit unless set (a study: its "
+        "max_new_tokens)",
+    )
     temperature: float = 0.8
     beta: float = 0.0
     loss_type: str = "dapo"
@@ -71,9 +91,13 @@ class TrainSettings(Options):
         None, description="stop after this long (checked after each step), then save"
     )
     # rewards
-    tests_rewarded: int = Field(5, description="+0.1 per passed test, up to this many")
-    pair_reward: str = Field(
-        "authors", description='magrpo: the MAGRPO authors\' reward, or "simple" (class study)'
+    reward: str = Field(
+        "tests",
+        description='"tests": share of tests passed + a bonus for passing all (magrpo: with the '
+        "MAGRPO authors' structure terms); \"class\": the class study's, on the base tests",
+    )
+    tests_rewarded: int = Field(
+        5, description='reward "class": +0.1 per passed base test, up to this many'
     )
     turns: int = Field(
         1, description="magrpo: turns per episode; between turns the pair sees its example results"
@@ -96,7 +120,10 @@ class TrainSettings(Options):
     plan_source: str = Field(
         "template", description='"template" (from reference solutions) or a model spec'
     )
-    sft_roles: list[str] = ["planner", "coder"]
+    sft_roles: list[str] = Field(
+        ["planner", "coder"],
+        description='sft: roles to train ("planner", "coder": CoRe-Code; "model": direct)',
+    )
     judge_url: str | None = Field(
         None,
         description="judge rewards' programs on this judging service (`corebench sandbox serve`) "
@@ -117,8 +144,11 @@ class TrainSettings(Options):
     def _known_choices(self) -> TrainSettings:
         if self.method not in METHODS:
             raise UnknownNameError("training method", self.method, METHODS)
-        if self.pair_reward not in PAIR_REWARDS:
-            raise UnknownNameError("pair reward", self.pair_reward, PAIR_REWARDS)
+        if self.reward not in REWARDS:
+            raise UnknownNameError("reward", self.reward, REWARDS)
+        for role in self.sft_roles:
+            if role not in SFT_ROLES:
+                raise UnknownNameError("sft role", role, SFT_ROLES)
         if self.turns < 1:
             raise CorebenchError("turns must be at least 1")
         if self.num_generations < 2:

@@ -1,5 +1,9 @@
-"""SFT cold start with TRL's SFTTrainer: the planner learns plans (task -> plan), the coder learns
-to follow them (task + plan -> reference solution). The plan dataset is saved with ``datasets``."""
+"""SFT cold start with TRL's SFTTrainer, on a benchmark's train split with its reference solutions:
+the planner learns plans (task -> plan), the coder learns to follow them (task + plan -> reference
+solution), and a single model (role ``model``, evaluated with ``direct``) learns to answer the
+task prompt with the reference solution. The loss is on the answer only (prompt-completion
+rows). The plan dataset is saved with ``datasets``. ``epochs`` passes over the data, unless
+``steps`` is set, which then caps the optimisation steps."""
 
 from __future__ import annotations
 
@@ -7,11 +11,20 @@ import os
 from pathlib import Path
 
 from .data import load_train_data
+from .distributed import is_main_process
 from .grpo import last_checkpoint
 from .manifest import write_manifest
 from .models import local_checkpoint
 from .plans import coder_prompt, make_plans, planner_prompt
-from .settings import EVALUATE_WITH, TrainSettings
+from .settings import TrainSettings, evaluated_with
+from .systems import system
+
+PLAN_ROLES = ("planner", "coder")  # the roles whose data needs plans
+
+
+def fenced(code: str) -> str:
+    """A reference solution as the answer a code role gives: one Python code block."""
+    return f"```python\n{code.strip()}\n```"
 
 
 def train_sft(settings: TrainSettings) -> dict[str, Path]:
@@ -23,19 +36,23 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
     data = load_train_data(settings)
     base = local_checkpoint(settings.model)
     out = Path(settings.out)
-    plans = make_plans(data.tasks, settings.plan_source, settings.max_completion_length)
-    kept = [(t, p) for t, p in zip(data.tasks, plans, strict=True) if p and t.reference]
-    plan_set = Dataset.from_list(
-        [
-            {"task_id": t.task.task_id, "prompt": t.task.prompt, "plan": p, "code": t.reference}
-            for t, p in kept
-        ]
-    )
-    plan_set.save_to_disk(str(out / "plans"))
-    examples = {
-        "planner": [(planner_prompt(t), p) for t, p in kept],
-        "coder": [(coder_prompt(t, p), f"```python\n{t.reference.strip()}\n```") for t, p in kept],
-    }
+    solved = [t for t in data.tasks if t.reference]
+    examples = {}
+    if set(settings.sft_roles) & set(PLAN_ROLES):
+        plans = make_plans(solved, settings.plan_source, settings.max_completion_length)
+        kept = [(t, p) for t, p in zip(solved, plans, strict=True) if p]
+        plan_set = Dataset.from_list(
+            [
+                {"task_id": t.task.task_id, "prompt": t.task.prompt, "plan": p, "code": t.reference}
+                for t, p in kept
+            ]
+        )
+        if is_main_process():
+            plan_set.save_to_disk(str(out / "plans"))
+        examples["planner"] = [(planner_prompt(t), p) for t, p in kept]
+        examples["coder"] = [(coder_prompt(t, p), fenced(t.reference)) for t, p in kept]
+    direct = system(evaluated_with("sft", ["model"])).role_prompt
+    examples["model"] = [(direct("model", t.task), fenced(t.reference)) for t in solved]
     tokenizer = AutoTokenizer.from_pretrained(base)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -43,7 +60,10 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
     for role in settings.sft_roles:
         dataset = Dataset.from_list(
             [
-                {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": a}]}
+                {
+                    "prompt": [{"role": "user", "content": q}],
+                    "completion": [{"role": "assistant", "content": a}],
+                }
                 for q, a in examples[role]
             ]
         )
@@ -52,11 +72,12 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
             model=str(base),
             args=SFTConfig(
                 output_dir=str(trainer_dir),
-                max_steps=settings.steps,
+                num_train_epochs=settings.epochs,
+                max_steps=settings.steps if "steps" in settings.model_fields_set else -1,
                 per_device_train_batch_size=settings.prompts_per_step,
                 learning_rate=settings.learning_rate,
                 max_length=settings.max_prompt_length + settings.max_completion_length,
-                assistant_only_loss=False,
+                completion_only_loss=True,
                 logging_steps=1,
                 save_strategy="steps",
                 save_steps=settings.save_steps,
@@ -73,24 +94,26 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
         resume = last_checkpoint(trainer_dir)
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
         final = out / role
-        trainer.save_model(str(final))
-        tokenizer.save_pretrained(final)
+        trainer.save_model(str(final))  # the main process only (transformers' should_save)
         losses = [
             {"step": e["step"], "loss": e["loss"]} for e in trainer.state.log_history if "loss" in e
         ]
-        write_manifest(
-            final,
-            settings=settings,
-            role=role,
-            base_model=settings.model,
-            data=data,
-            steps=int(trainer.state.global_step),
-            reward_curve=[],
-            extra={
-                "evaluate_with": EVALUATE_WITH["sft"],
-                "loss_curve": losses,
-                "plans": {"source": settings.plan_source, "examples": len(kept)},
-            },
-        )
+        if is_main_process():
+            tokenizer.save_pretrained(final)
+            write_manifest(
+                final,
+                settings=settings,
+                role=role,
+                base_model=settings.model,
+                data=data,
+                steps=int(trainer.state.global_step),
+                reward_curve=[],
+                extra={
+                    "evaluate_with": evaluated_with("sft", [role]),
+                    "loss_curve": losses,
+                    "examples": len(examples[role]),
+                    **({"plans": {"source": settings.plan_source}} if role in PLAN_ROLES else {}),
+                },
+            )
         checkpoints[role] = final
     return checkpoints

@@ -7,6 +7,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from corebench.harness import Benchmark, FunctionalSuite, Task, hookimpl
 from corebench.harness.errors import DatasetMissingError, UnknownNameError
 from corebench.harness.examples import docstring_examples
@@ -122,10 +124,26 @@ class MbppPlus(EvalPlusBenchmark):
     version = "v0.2.0"
     dataset = "mbpp"
     splits = ("test", "train")
+    ORIGINAL_SPLITS = ("train", "validation", "test", "prompt")
+
+    class Options(EvalPlusBenchmark.Options):
+        train_from: list[str] = Field(
+            ["train", "validation"],
+            description="original MBPP splits whose tasks not in MBPP+ form the train split "
+            "(train, validation, test, prompt)",
+        )
+
+    def __init__(self, data_dir: Path | None = None, **options: Any):
+        super().__init__(data_dir, **options)
+        for split in self.options.train_from:
+            if split not in self.ORIGINAL_SPLITS:
+                raise UnknownNameError("original MBPP split", split, self.ORIGINAL_SPLITS)
 
     def tasks(self, split: str = "test") -> list[Task]:
-        """``train``: original MBPP's train and validation tasks that are not in MBPP+ (MBPP+
-        draws from every split, so the exclusion is by task id), in MBPP+'s prompt format."""
+        """``train``: original MBPP's tasks that are not in MBPP+, from its train and validation
+        splits (option ``train_from`` adds its test and prompt splits: MBPP+ draws from every
+        split and leaves out about half of them; the exclusion is by task id), in MBPP+'s prompt
+        format."""
         if split != "train":
             return super().tasks(split)
         return [
@@ -157,7 +175,7 @@ class MbppPlus(EvalPlusBenchmark):
             self._train = {
                 f"Mbpp/{p.task_id}": p
                 for p in load_mbpp(self.data_dir)
-                if p.split in ("train", "validation")
+                if p.split in self.options.train_from
                 and f"Mbpp/{p.task_id}" not in evaluated
                 and not p.setup
                 and p.entry_point
