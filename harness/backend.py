@@ -12,6 +12,7 @@ from pydantic import Field
 from . import options as opts
 from .batching import Batcher
 from .config import DEFAULT_MAX_BATCH
+from .modelspec import ModelRef
 from .records import Generation, GenerationRequest
 
 
@@ -32,6 +33,19 @@ class Backend(ABC):
     def model_id(self) -> str:
         """How traces and leaderboards name the model."""
         return f"{self.name}:{self.target}" if self.target else self.name
+
+    @classmethod
+    def family(cls) -> str:
+        """Backends of one family decode alike (one engine, one sampler): the name of the first
+        class in its lineage that has one (``embedded`` is a converted model on ``hf``)."""
+        return next(c.name for c in reversed(cls.__mro__) if "name" in vars(c))
+
+    @classmethod
+    def checkpoint_ref(cls, ref: ModelRef, path: str) -> ModelRef | None:
+        """How this backend's family serves the local checkpoint at ``path``, with ``ref``'s
+        options (``vllm:ID?dtype=bfloat16`` -> ``vllm:PATH?dtype=bfloat16``); None: it cannot
+        (a remote server). Studies evaluate trained checkpoints this way."""
+        return None
 
     def load(self) -> None:  # noqa: B027 - optional hook
         """Load weights or check the connection, so that errors surface before a run starts."""

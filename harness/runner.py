@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .backend import Backend
 from .benchmark import Benchmark
@@ -45,21 +46,34 @@ class RunOutcome:
 
 
 def select_tasks(benchmark: Benchmark, config: RunConfig) -> list[Task]:
-    tasks = benchmark.tasks(config.split)
+    return pick_tasks(benchmark.name, benchmark.tasks(config.split), config)
+
+
+def pick_tasks(benchmark: str, tasks: list[Task], config: RunConfig) -> list[Task]:
+    """The tasks ``config`` names (an unknown id: one error with a suggestion), then its limit."""
     if config.tasks:
         by_id = {t.task_id: t for t in tasks}
         missing = [t for t in config.tasks if t not in by_id]
         if missing:
-            raise UnknownNameError(f"{benchmark.name} task", missing[0], by_id)
+            raise UnknownNameError(f"{benchmark} task", missing[0], by_id)
         tasks = [by_id[t] for t in config.tasks]
     if config.limit is not None:
         tasks = tasks[: config.limit]
     return tasks
 
 
-def resolve_models(spec: str, system: type[System], plugins: Plugins) -> dict[str, ModelRef]:
-    """Check a model spec against the system's roles and the registered backends."""
+def resolve_models(spec: str, system: type[System] | None, plugins: Plugins) -> dict[str, ModelRef]:
+    """Check a model spec against the system's roles (unless None) and the registered backends."""
     roles = parse_model_spec(spec)
+    if system is not None:
+        check_roles(roles, system)
+    for ref in roles.values():
+        plugins.backends.get(ref.backend)  # unknown backend -> "did you mean"
+    return roles
+
+
+def check_roles(roles: dict[str, ModelRef], system: type[System]) -> None:
+    """Every role the spec names is the system's, and every role of the system has a model."""
     unknown = set(roles) - set(system.roles) - {DEFAULT_ROLE}
     if unknown:
         raise CorebenchError(
@@ -70,9 +84,6 @@ def resolve_models(spec: str, system: type[System], plugins: Plugins) -> dict[st
         raise CorebenchError(
             f"no model for role(s) {missing}: give them in --model or add '*=...' as a default"
         )
-    for ref in roles.values():
-        plugins.backends.get(ref.backend)  # unknown backend -> "did you mean"
-    return roles
 
 
 def build_backends(
@@ -95,6 +106,41 @@ def single_backend(spec: str, plugins: Plugins | None = None, **options: object)
     if set(roles) != {DEFAULT_ROLE}:
         raise CorebenchError(f"one model expected, not per-role models: {spec!r}")
     return build_backends(roles, plugins or default_plugins(), **options)[DEFAULT_ROLE]
+
+
+def check_run(
+    config: RunConfig, plugins: Plugins, data_dir: Path | None = None
+) -> list[tuple[str, CorebenchError]]:
+    """Every mistake in a run's configuration, each with the field it is in, found as ``Runner``
+    finds them but without stopping at the first (checks that depend on a mistaken part are
+    skipped) and without loading a model: the benchmark's name and options, its split, its data
+    (its tasks are loaded) and the task ids, the system's name and options, and the model spec
+    (roles, backends and their options: each backend is built, never loaded)."""
+    problems: list[tuple[str, CorebenchError]] = []
+
+    def attempt(field: str, check: Callable[[], Any]) -> Any:
+        """What ``check`` returns, or None when it raised (the mistake noted)."""
+        try:
+            return check()
+        except CorebenchError as exc:
+            problems.append((field, exc))
+            return None
+
+    bench = attempt("benchmark", lambda: plugins.benchmarks.get(config.benchmark).component)
+    benchmark = bench and attempt(
+        "benchmark_options", lambda: bench(data_dir, **config.benchmark_options)
+    )
+    if benchmark is not None and attempt(
+        "split", lambda: benchmark.check_split(config.split) or True
+    ):
+        tasks = attempt("benchmark", lambda: benchmark.tasks(config.split))  # its data
+        if tasks is not None:
+            attempt("tasks", lambda: pick_tasks(benchmark.name, tasks, config))
+    system = attempt("system", lambda: plugins.systems.get(config.system).component)
+    if system is not None:
+        attempt("system_options", lambda: system(**config.system_options))
+    attempt("model", lambda: build_backends(resolve_models(config.model, system, plugins), plugins))
+    return problems
 
 
 def distinct(backends: dict[str, Backend]) -> list[Backend]:

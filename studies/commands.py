@@ -39,9 +39,10 @@ def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
     from .report import build_report, render_html, render_markdown
     from .spec import load_study
 
-    spec = load_study(study_file, scale, default_plugins().systems)  # every mistake, up front
-    layout = Layout(out or C.DEFAULT_RUNS_DIR / "studies" / f"{spec.header.name}-{scale}")
     data = C.data_dir_setting(data_dir)
+    # every mistake at once, before anything trains, runs or reports
+    spec = load_study(study_file, scale, default_plugins(), data)
+    layout = Layout(out or C.DEFAULT_RUNS_DIR / "studies" / f"{spec.header.name}-{scale}")
     if report_only:
         run_dirs = {r.name: layout.run_dir(spec, r) for r in spec.runs}
         missing = [n for n, d in run_dirs.items() if not (d / C.RESULTS_DB).exists()]
@@ -51,7 +52,8 @@ def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
             )
     else:
         run_dirs = run_study(spec, layout, data_dir=data, say=lambda t: click.echo(t, err=True))
-    report = build_report(spec, run_dirs, data)
+    trained = {step.name: layout.checkpoints(spec, step.name) for step in spec.train}
+    report = build_report(spec, run_dirs, data, trained)
     command = f"corebench study {shlex.quote(str(study_file))} --scale {scale}"
     markdown, page = layout.report("md"), layout.report("html")
     markdown.write_text(render_markdown(report, command))

@@ -5,11 +5,14 @@
 name = "magrpo-class"
 benchmark = "humaneval"
 split = "heldout"
+model = "vllm:Qwen/Qwen2.5-Coder-3B-Instruct"
 n = 10
 k = [1, 3, 5, 10]
 temperature = 0.8
+allow_confounds = []         # differences every comparison may have: "backend", "sampling"
 
 [scale.smoke]                # `--scale smoke`: overrides of [study], and of every [[train]]
+model = "embedded"
 n = 2
 train = { steps = 2 }
 
@@ -28,9 +31,34 @@ model = "helper=@magrpo:helper,main=@magrpo:main"
 pair = "magrpo-pair"
 roles = ["helper-alone", "main-alone"]
 direct = "single"
+allow_confounds = []         # differences these rows may have, besides those of [study]
+
+[[compare]]                  # a planned comparison (without any: every pair of rows)
+row = "magrpo-pair"
+against = "single"
+allow_confounds = []         # differences these two rows may have, besides those of [study]
 ```
 
-Every mistake is one line naming the file, the entry and the key.
+Models name the study's model (at the scale) as ``{model}`` and a training step's checkpoint as
+``@STEP`` / ``@STEP:ROLE``. A run serves a checkpoint on the backend family of the study's model,
+so that trained and base rows decode alike: ``embedded`` or ``hf:`` -> ``hf:PATH``, ``vllm:ID?opts``
+-> ``vllm:PATH?opts``; ``BACKEND:@STEP`` names another (an ``openai:`` study model cannot serve a
+local checkpoint, so its runs must). Training steps always get ``hf:PATH`` (trainers need local
+weights), and generate at most the study's ``max_new_tokens`` (at the scale) unless a step or the
+scale's ``train`` sets ``max_completion_length``.
+
+Compared rows (``[[compare]]`` entries, else every pair of rows, and each ``[[gain]]``'s pair
+against its roles and its ``direct``) must not differ in backend family (per role) or sampling
+(temperature, top_p, max_new_tokens) unless an ``allow_confounds`` of the entry or ``[study]``
+says so: otherwise every difference would measure two things at once.
+
+Everything is checked before anything starts (``load_study``), and every mistake reported at
+once in one error, a line each: ``FILE ENTRY KEY: what`` with "did you mean" where there is a
+close name, and ``(also ENTRY KEY, ...)`` where one mistake reaches several entries. Checked: the
+tables and their keys and values, names and references, each training step's merged settings
+(as ``corebench train`` reads them), and, as ``corebench run`` checks them, each run's system and
+its options, benchmark, options, split and task ids (its data loaded), and every role's backend
+and backend options (built, never loaded); then the comparisons above.
 """
 
 from __future__ import annotations
@@ -40,7 +68,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,15 +77,29 @@ else:  # Python 3.10: the same parser, from PyPI
 
 from pydantic import Field
 
+from corebench.harness import config as C
 from corebench.harness.errors import CorebenchError, UnknownNameError
-from corebench.harness.modelspec import parse_model_spec
+from corebench.harness.modelspec import DEFAULT_ROLE, ModelRef, parse_model_ref, parse_model_spec
 from corebench.harness.options import Options, validate_options
 from corebench.harness.records import RunConfig
+from corebench.harness.registry import Plugins, Registry, default_plugins
 from corebench.training.dispatch import roles
 from corebench.training.settings import METHODS, TrainSettings
 
+from .checks import Problems, check_components, check_confounds
+
 NAME = re.compile(r"^[A-Za-z0-9][\w.-]*$")
-REFERENCE = re.compile(r"@([A-Za-z0-9][\w.-]*)(?::([A-Za-z_][\w-]*))?")
+# a checkpoint in a model spec, where a spec or a role's part begins: [BACKEND:]@STEP[:ROLE][?OPTS]
+REFERENCE = re.compile(
+    r"(?<![^\s=,])(?:(?P<backend>[A-Za-z][\w.-]*):)?@(?P<step>[A-Za-z0-9][\w.-]*)"
+    r"(?::(?P<role>[A-Za-z_][\w-]*))?(?P<options>\?[^,\s]*)?"
+)
+TABLES = ("study", "scale", "train", "run", "gain", "compare")
+Confound = Literal["backend", "sampling"]
+Metric = Literal["pass@1", "test_pass_rate"]
+ALLOW_CONFOUNDS = (
+    "differences allowed: backend (family, per role), sampling (temperature, top_p, max_new_tokens)"
+)
 
 
 class RunSettings(Options):
@@ -84,6 +126,13 @@ class StudyHeader(RunSettings):
     title: str = ""
     description: str = ""
     repeats: int = Field(3, ge=0, description="measurement phase: timed calls per test")
+    allow_confounds: list[Confound] = Field([], description=f"every comparison's {ALLOW_CONFOUNDS}")
+    metrics: list[Metric] = Field(
+        ["pass@1"],
+        min_length=1,
+        description="what each comparison compares per task (one Holm family over all): pass@1, "
+        "test_pass_rate (the share of a task's hidden tests passed)",
+    )
 
 
 class Scale(RunSettings):
@@ -111,6 +160,15 @@ class Gain(Options):
     pair: str
     roles: list[str]
     direct: str | None = None
+    allow_confounds: list[Confound] = Field([], description=ALLOW_CONFOUNDS)
+
+
+class Compare(Options):
+    """A planned comparison: ``row`` minus ``against`` on their shared tasks."""
+
+    row: str
+    against: str
+    allow_confounds: list[Confound] = Field([], description=ALLOW_CONFOUNDS)
 
 
 class Study(Options):
@@ -120,15 +178,26 @@ class Study(Options):
     scale: str
     header: StudyHeader
     train: list[TrainStep]
-    runs: list[RunEntry]
+    runs: list[RunEntry]  # checkpoint references with their backend: BACKEND:@STEP:ROLE[?OPTS]
     gains: list[Gain]
+    compares: list[Compare] = []
+
+    def comparisons(self) -> list[tuple[str, str]]:
+        """The (row, against) pairs the report tests, one family for the multiple-comparison
+        correction: the planned ``[[compare]]`` entries, or without any every pair of rows in
+        file order."""
+        if self.compares:
+            return [(c.row, c.against) for c in self.compares]
+        names = [r.name for r in self.runs]
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
 
     def config(self, run: RunEntry, checkpoints: dict[str, dict[str, Path]]) -> RunConfig:
-        """The run's configuration, its ``@STEP[:ROLE]`` references replaced by checkpoints."""
+        """The run's configuration, its checkpoint references replaced by the checkpoints, on
+        the backend the study chose for them (see ``serve_checkpoints``)."""
 
         def replace(match: re.Match[str]) -> str:
-            step, role = match.group(1), match.group(2) or "model"
-            return f"hf:{checkpoints[step][role]}"
+            path = checkpoints[match["step"]][match["role"] or "model"]
+            return f"{match['backend']}:{path}{match['options'] or ''}"
 
         fields = run.model_dump(exclude={"name", "label"})
         fields["model"] = REFERENCE.sub(replace, self.base(run.model))
@@ -139,10 +208,12 @@ class Study(Options):
         return text.replace("{model}", self.header.model)
 
     def train_settings(self, step: TrainStep, checkpoints: dict[str, dict[str, Path]]) -> dict:
-        """A step's settings with ``{model}`` and earlier steps' ``@STEP:ROLE`` resolved."""
+        """A step's settings with ``{model}`` and earlier steps' ``@STEP:ROLE`` resolved (as
+        ``hf:PATH``, unless a backend is written: trainers load local weights)."""
 
         def replace(match: re.Match[str]) -> str:
-            return f"hf:{checkpoints[match.group(1)][match.group(2) or 'model']}"
+            path = checkpoints[match["step"]][match["role"] or "model"]
+            return f"{match['backend'] or 'hf'}:{path}{match['options'] or ''}"
 
         return {
             key: REFERENCE.sub(replace, self.base(v)) if isinstance(v, str) else v
@@ -164,139 +235,293 @@ class Study(Options):
     def _keyed(self, text: str) -> str:
         """References replaced by the referenced step's key (its checkpoints' identity)."""
         steps = {t.name: t for t in self.train}
-        return REFERENCE.sub(
-            lambda m: f"@{self.train_key(steps[m.group(1)])}:{m.group(2) or 'model'}",
-            self.base(text),
-        )
+
+        def replace(match: re.Match[str]) -> str:
+            backend = f"{match['backend']}:" if match["backend"] else ""
+            key = self.train_key(steps[match["step"]])
+            return f"{backend}@{key}:{match['role'] or 'model'}{match['options'] or ''}"
+
+        return REFERENCE.sub(replace, self.base(text))
 
 
 def step_roles(step: TrainStep) -> tuple[str, ...]:
     """The checkpoints a training step leaves, one per role."""
     given = {k: v for k, v in step.settings.items() if k == "sft_roles"}
-    return roles(TrainSettings(method=step.method, **given))
+    return roles(
+        validate_options("training setting", TrainSettings, {"method": step.method, **given})
+    )
+
+
+def serve_checkpoints(spec: str, study_model: str, backends: Registry) -> str:
+    """``spec`` with each ``@STEP[:ROLE]`` written as ``BACKEND:@STEP:ROLE[?OPTS]``: on the
+    backend family of the study's model for that role, with its options (``embedded``/``hf:``
+    -> ``hf:``, ``vllm:ID?opts`` -> ``vllm:`` with ``opts``), so that trained rows decode as the
+    base rows do; a backend written before ``@`` is kept. An error where the study's model cannot
+    serve a local checkpoint (``openai:``) and the spec names no backend."""
+    models = parse_model_spec(study_model)
+
+    def explicit(match: re.Match[str]) -> str:
+        step, role = match["step"], match["role"] or "model"
+        written = parse_model_ref(
+            f"{match['backend'] or 'x'}:@{step}:{role}{match['options'] or ''}"
+        )
+        if match["backend"]:
+            return str(written)
+        base = models.get(_role_at(spec, match.start())) or models.get(DEFAULT_ROLE)
+        served = base and backends.get(base.backend).component.checkpoint_ref(base, written.target)
+        if served is None:
+            raise CorebenchError(
+                f"the study's model {study_model!r} cannot serve the checkpoint @{step} for this "
+                f"role; write the backend that serves it, e.g. hf:@{step} (compared with rows on "
+                "the study's model, that is a confound to allow)"
+            )
+        options = {**dict(served.options), **dict(written.options)}
+        return str(ModelRef(served.backend, served.target, tuple(options.items())))
+
+    return REFERENCE.sub(explicit, spec)
+
+
+def _role_at(spec: str, start: int) -> str:
+    """The role whose part of a model spec begins at ``start`` (``*`` for a spec without)."""
+    part = spec[:start].rsplit(",", 1)[-1]
+    return part.split("=", 1)[0].strip() if "=" in part else DEFAULT_ROLE
 
 
 def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:10]
 
 
-def _table(path: Path, where: str, model: type[Options], values: Any) -> Any:
+def _table(model: type[Options], values: Any) -> Any:
     if not isinstance(values, dict):
-        raise CorebenchError(f"{path}: {where} must be a table")
-    return validate_options(f"key in {path} {where}", model, values)
+        raise CorebenchError("must be a table")
+    return validate_options("key", model, values)
 
 
-def load_study(path: Path, scale: str = "full", systems: Any = None) -> Study:
-    """Read and check a study file for ``scale`` (``full``: the file as written). ``systems`` (a
-    registry) checks system names; training methods and references are always checked."""
+def _where(kind: str, values: Any, index: int) -> str:
+    name = values.get("name") if isinstance(values, dict) else None
+    return f"{kind} {name!r}" if isinstance(name, str) else f"{kind} #{index}"
+
+
+def load_study(
+    path: Path,
+    scale: str = "full",
+    plugins: Plugins | None = None,
+    data_dir: Path | None = None,
+) -> Study:
+    """Read a study file for ``scale`` (``full``: the file as written) and check all of it
+    against ``plugins`` (default: the installed ones) and the data in ``data_dir`` (default:
+    $COREBENCH_DATA_DIR) before anything runs: one ``CorebenchError`` with a line per mistake."""
+    plugins = plugins or default_plugins()
     try:
         data = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise CorebenchError(f"cannot read study {path}: {exc}") from None
-    unknown = set(data) - {"study", "scale", "train", "run", "gain"}
-    if unknown:
-        raise UnknownNameError(
-            f"table in {path}:", sorted(unknown)[0], ["study", "scale", "train", "run", "gain"]
-        )
-    header_values = data.get("study")
-    if header_values is None:
-        raise CorebenchError(f"{path}: no [study] table (it needs at least name = ...)")
-    scales = data.get("scale", {})
-    overrides: dict[str, Any] = {}
-    if scale != "full":
-        if scale not in scales:
-            raise UnknownNameError(f"scale of {path}", scale, ["full", *scales])
-        overrides = _table(path, f"[scale.{scale}]", Scale, scales[scale]).model_dump(
-            exclude_unset=True
-        )
-    train_overrides = overrides.pop("train", {})
-    run_overrides = overrides.pop("run", {})
-    header = _table(path, "[study]", StudyHeader, {**header_values, **overrides})
-    defaults = header.model_dump(include=set(RunSettings.model_fields))
-
-    steps = []
-    for index, values in enumerate(data.get("train", []), 1):
-        step = _table(path, f"[[train]] #{index}", TrainStep, values)
-        if step.method not in METHODS:
-            raise UnknownNameError(
-                f"training method in {path} [[train]] {step.name!r}:", step.method, METHODS
-            )
-        steps.append(step.model_copy(update={"settings": {**step.settings, **train_overrides}}))
-    runs = []
-    for index, values in enumerate(data.get("run", []), 1):
-        where = (
-            f"[[run]] {values.get('name', f'#{index}')!r}"
-            if isinstance(values, dict)
-            else f"[[run]] #{index}"
-        )
-        # the entry's own values win over [study]; the scale's over both, except where the
-        # entry sets n, k, limit or tasks itself (a study-wide size is the scale's business)
-        scaled = {k: v for k, v in overrides.items() if k in RunSettings.model_fields}
-        merged = {**defaults, **values, **{k: v for k, v in scaled.items() if k not in values}}
-        if isinstance(values, dict):
-            merged.update(run_overrides.get(values.get("name"), {}))
-        runs.append(_table(path, where, RunEntry, merged))
-    gains = [_table(path, f"[[gain]] #{i}", Gain, v) for i, v in enumerate(data.get("gain", []), 1)]
-    unknown_runs = set(run_overrides) - {r.name for r in runs}
-    if unknown_runs:
-        where = f"run (in {path} [scale.{scale}.run])"
-        raise UnknownNameError(where, sorted(unknown_runs)[0], [r.name for r in runs])
-    study = Study(path=str(path), scale=scale, header=header, train=steps, runs=runs, gains=gains)
-    _check_names(study, systems)
+    problems = Problems(path)
+    study = _read(path, scale, data, plugins, problems)
+    if study is not None:
+        check_components(study, plugins, C.data_dir_setting(data_dir), problems)
+        check_confounds(study, plugins, problems)
+    problems.raise_any()
+    assert study is not None
     return study
 
 
-def _check_names(study: Study, systems: Any) -> None:
-    path = study.path
-    for kind, entries in (("[[train]]", study.train), ("[[run]]", study.runs)):
-        names: set[str] = set()
-        for entry in entries:
-            if not NAME.match(entry.name):
-                raise CorebenchError(
-                    f"{path}: {kind} name {entry.name!r}: letters, digits, '.', '-', '_'"
-                )
-            if entry.name in names:
-                raise CorebenchError(f"{path}: two {kind} entries are named {entry.name!r}")
-            names.add(entry.name)
-    if not study.runs:
-        raise CorebenchError(f"{path}: no [[run]] entries")
-    steps = {t.name: t for t in study.train}
-    for run in study.runs:
-        where = f"{path} [[run]] {run.name!r}"
-        if systems is not None:
-            system = systems.get(run.system).component  # unknown system: "did you mean"
-            roles = set(parse_model_spec(REFERENCE.sub("hf:x", study.base(run.model))))
-            extra = roles - set(system.roles) - {"*"}
-            if extra:
-                raise CorebenchError(
-                    f"{where}: model names role(s) {', '.join(sorted(extra))} that {run.system} does not have ({', '.join(system.roles)})"
-                )
-        for match in REFERENCE.finditer(run.model):
-            step = match.group(1)
-            if step not in steps:
-                raise UnknownNameError(f"training step (in {where} model)", step, steps)
-            role = match.group(2) or "model"
-            available = step_roles(steps[step])
-            if role not in available:
-                raise UnknownNameError(f"role of @{step} (in {where} model)", role, available)
-    for index, step in enumerate(study.train):
-        earlier = {t.name: t for t in study.train[:index]}
+def _read(
+    path: Path, scale: str, data: dict[str, Any], plugins: Plugins, problems: Problems
+) -> Study | None:
+    """The study's entries that are well-formed (the others noted); None without a header."""
+    for table in sorted(set(data) - set(TABLES)):
+        problems.add("", UnknownNameError("table", table, TABLES))
+    if "study" not in data:
+        raise CorebenchError(f"{path}: no [study] table (it needs at least name = ...)")
+    overrides = _scale_overrides(path, scale, data.get("scale", {}), problems)
+    train_overrides, run_overrides = overrides.pop("train", {}), overrides.pop("run", {})
+    values = data["study"]
+    merged = {**values, **overrides} if isinstance(values, dict) else values
+    header = problems.check("[study]", lambda: _table(StudyHeader, merged))
+    limit = header.max_new_tokens if header else RunSettings.model_fields["max_new_tokens"].default
+    entries = {table: _array(data, table, problems) for table in TABLES[2:]}
+    steps = _steps(entries["train"], train_overrides, limit, problems)
+    runs = _runs(entries["run"], header, overrides, run_overrides, problems)
+    gains = _entries(entries["gain"], "gain", Gain, problems)
+    compares = _entries(entries["compare"], "compare", Compare, problems)
+    names = {table: _names(entries[table]) for table in ("train", "run")}
+    _check_names(names, scale, steps, runs, gains, compares, run_overrides, problems)
+    if header is None:
+        return None
+    runs = [
+        run.model_copy(update={"model": model})
+        for run in runs
+        if (model := _served(run, header.model, plugins, problems)) is not None
+    ]
+    return Study(
+        path=str(path), scale=scale, header=header, train=steps, runs=runs, gains=gains,
+        compares=compares,
+    )  # fmt: skip
+
+
+def _scale_overrides(path: Path, scale: str, scales: Any, problems: Problems) -> dict[str, Any]:
+    """The scale's overrides (none for ``full``); an unknown scale stops the check at once."""
+    if scale == "full":
+        return {}
+    if not isinstance(scales, dict) or scale not in scales:
+        known = ["full", *scales] if isinstance(scales, dict) else ["full"]
+        raise UnknownNameError(f"scale of {path}", scale, known)
+    values = problems.check(f"[scale.{scale}]", lambda: _table(Scale, scales[scale]))
+    return values.model_dump(exclude_unset=True) if values else {}
+
+
+def _steps(
+    entries: list[Any], overrides: dict[str, Any], limit: int, problems: Problems
+) -> list[TrainStep]:
+    """The well-formed ``[[train]]`` steps, each with the scale's ``train`` settings and, unless
+    set, ``max_completion_length`` = ``limit`` (the evaluation's ``max_new_tokens``)."""
+    steps = []
+    for index, values in enumerate(entries, 1):
+        where = _where("[[train]]", values, index)
+        step = problems.check(where, lambda values=values: _table(TrainStep, values))
+        if step is None:
+            continue
+        if step.method not in METHODS:
+            problems.add(
+                f"{where} method", UnknownNameError("training method", step.method, METHODS)
+            )
+            continue
+        settings = {"max_completion_length": limit, **step.settings, **overrides}
+        steps.append(step.model_copy(update={"settings": settings}))
+    return steps
+
+
+def _runs(
+    entries: list[Any],
+    header: StudyHeader | None,
+    overrides: dict[str, Any],
+    run_overrides: dict[str, dict[str, Any]],
+    problems: Problems,
+) -> list[RunEntry]:
+    """The well-formed ``[[run]]`` entries: ``[study]``, then the entry's own values, then the
+    scale's (except where the entry sets a key itself) and the scale's ``run.NAME``."""
+    defaults = header.model_dump(include=set(RunSettings.model_fields)) if header else {}
+    scaled = {k: v for k, v in overrides.items() if k in RunSettings.model_fields}
+    runs = []
+    for index, values in enumerate(entries, 1):
+        where = _where("[[run]]", values, index)
+        if not isinstance(values, dict):
+            problems.add(where, "must be a table")
+            continue
+        merged = {**defaults, **values, **{k: v for k, v in scaled.items() if k not in values}}
+        merged.update(run_overrides.get(values.get("name"), {}))
+        run = problems.check(where, lambda merged=merged: _table(RunEntry, merged))
+        if run is not None:
+            runs.append(run)
+    return runs
+
+
+def _array(data: dict[str, Any], table: str, problems: Problems) -> list[Any]:
+    """A ``[[TABLE]]`` array (``[TABLE]``, a single table, is a mistake)."""
+    entries = data.get(table, [])
+    if isinstance(entries, list):
+        return entries
+    problems.add(f"[{table}]", f"write [[{table}]] (an array of tables), one per entry")
+    return []
+
+
+def _entries(entries: list[Any], table: str, model: type[Options], problems: Problems) -> list:
+    """The well-formed entries of a ``[[TABLE]]``."""
+    checked = (
+        problems.check(f"[[{table}]] #{index}", lambda values=values: _table(model, values))
+        for index, values in enumerate(entries, 1)
+    )
+    return [entry for entry in checked if entry is not None]
+
+
+def _served(run: RunEntry, study_model: str, plugins: Plugins, problems: Problems) -> str | None:
+    """The run's model with its checkpoints' backends written out (``serve_checkpoints``)."""
+    return problems.check(
+        f"[[run]] {run.name!r} model",
+        lambda: serve_checkpoints(run.model, study_model, plugins.backends),
+    )
+
+
+def _check_names(
+    names: dict[str, list[str]],
+    scale: str,
+    steps: list[TrainStep],
+    runs: list[RunEntry],
+    gains: list[Gain],
+    compares: list[Compare],
+    run_overrides: dict[str, Any],
+    problems: Problems,
+) -> None:
+    """Entry names, and every reference to a step, a step's role or a run. ``names`` are those
+    of every entry, well-formed or not, so that one mistake is not reported twice."""
+    _check_unique(names, problems)
+    if not names["run"]:
+        problems.add("", "no [[run]] entries")
+    for run in runs:
+        _check_references(run.model, f"[[run]] {run.name!r} model", names["train"], steps, problems)
+    for step in steps:
+        earlier = names["train"][: names["train"].index(step.name)]
         for key, value in step.settings.items():
-            for match in REFERENCE.finditer(value if isinstance(value, str) else ""):
-                where = f"{path} [[train]] {step.name!r} {key}"
-                if match.group(1) not in earlier:
-                    raise UnknownNameError(
-                        f"earlier training step (in {where})", match.group(1), earlier
-                    )
-                role = match.group(2) or "model"
-                if role not in step_roles(earlier[match.group(1)]):
-                    raise UnknownNameError(
-                        f"role of @{match.group(1)} (in {where})",
-                        role,
-                        step_roles(earlier[match.group(1)]),
-                    )
-    runs = {r.name for r in study.runs}
-    for gain in study.gains:
-        for name in [gain.pair, *gain.roles, *([gain.direct] if gain.direct else [])]:
-            if name not in runs:
-                raise UnknownNameError(f"run (in {path} [[gain]] {gain.pair!r})", name, runs)
+            if isinstance(value, str):
+                where = f"[[train]] {step.name!r} settings.{key}"
+                _check_references(value, where, earlier, steps, problems)
+    for gain in gains:
+        where = f"[[gain]] {gain.pair!r}"
+        for key, values in (
+            ("pair", [gain.pair]),
+            ("roles", gain.roles),
+            ("direct", [gain.direct]),
+        ):
+            _check_runs(values, f"{where} {key}", names["run"], problems)
+    for compare in compares:
+        where = f"[[compare]] {compare.row!r}"
+        _check_runs([compare.row, compare.against], where, names["run"], problems)
+        if compare.row == compare.against:
+            problems.add(where, "compares a row with itself")
+    _check_runs(sorted(run_overrides), f"[scale.{scale}] run", names["run"], problems)
+
+
+def _names(entries: list[Any]) -> list[str]:
+    """The names of a table's entries, well-formed or not (a missing one: the entry's mistake)."""
+    names = [values.get("name") if isinstance(values, dict) else None for values in entries]
+    return [name for name in names if isinstance(name, str)]
+
+
+def _check_unique(names: dict[str, list[str]], problems: Problems) -> None:
+    for kind, known in names.items():
+        for index, name in enumerate(known):
+            where = f"[[{kind}]] {name!r} name"
+            if not NAME.match(name):
+                problems.add(where, "letters, digits, '.', '-', '_'")
+            elif name in known[:index]:
+                problems.add(where, f"two [[{kind}]] entries have this name")
+
+
+def _check_references(
+    spec: str, where: str, known: list[str], steps: list[TrainStep], problems: Problems
+) -> None:
+    """Each ``@STEP[:ROLE]`` in ``spec`` names a step in ``known`` and a role it leaves."""
+    loaded = {s.name: s for s in steps}
+    for match in REFERENCE.finditer(spec):
+        step, role = match["step"], match["role"] or "model"
+        if step not in known:
+            problems.add(where, UnknownNameError("training step", step, known))
+        elif step in loaded:
+            available = _roles_or_none(loaded[step])
+            if available is not None and role not in available:
+                problems.add(where, UnknownNameError(f"role of @{step}", role, available))
+
+
+def _roles_or_none(step: TrainStep) -> tuple[str, ...] | None:
+    """``step_roles``, or None where the step's settings are mistaken (reported with them)."""
+    try:
+        return step_roles(step)
+    except CorebenchError:
+        return None
+
+
+def _check_runs(names: list[str | None], where: str, known: list[str], problems: Problems) -> None:
+    for name in names:
+        if name is not None and name not in known:
+            problems.add(where, UnknownNameError("run", name, known))

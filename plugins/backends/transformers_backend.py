@@ -19,7 +19,7 @@ from corebench.harness import (
 )
 from corebench.harness.config import DEFAULT_MAX_BATCH, MANIFEST_NAME
 from corebench.harness.metadata import file_fingerprint
-from corebench.harness.modelspec import without_paths
+from corebench.harness.modelspec import ModelRef, without_paths
 
 if TYPE_CHECKING:  # torch is imported only when a model loads
     from corebench.plugins.backends.engine import DecodeEngine
@@ -74,6 +74,10 @@ class TransformersBackend(Backend):
         self._model: Any = None
         self._tokenizer: Any = None
         self._engine: DecodeEngine | None = None
+
+    @classmethod
+    def checkpoint_ref(cls, ref: ModelRef, path: str) -> ModelRef:
+        return ModelRef(TransformersBackend.name, path, ref.options)
 
     # --- loading ---------------------------------------------------------------------------------------
     def _check_path(self) -> None:

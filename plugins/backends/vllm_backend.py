@@ -20,7 +20,7 @@ from corebench.harness import (
     hookimpl,
 )
 from corebench.harness.backend import cut_at_stop
-from corebench.harness.modelspec import without_paths
+from corebench.harness.modelspec import ModelRef, without_paths
 
 
 class VllmOptions(BatchingBackend.Options):
@@ -86,6 +86,10 @@ class VllmBackend(BatchingBackend):
             raise CorebenchError("the vllm backend needs a model: --model vllm:PATH_OR_HUB_ID")
         self.engine = engine_kwargs(target, self.options)
         self._llm: Any = None
+
+    @classmethod
+    def checkpoint_ref(cls, ref: ModelRef, path: str) -> ModelRef:
+        return ModelRef(VllmBackend.name, path, ref.options)
 
     def load(self) -> None:
         if self._llm is not None:
