@@ -37,7 +37,7 @@ class Row:
     model: str
     training: str
     per_task: pd.Series  # pass@1 per task (mean over its samples)
-    samples_per_task: int
+    samples_per_task: int  # the most samples any task has (1: exactly one sample per task)
     values: dict[str, Any] = field(default_factory=dict)
     backend: str = ""  # per role where roles differ: "hf", "planner=hf,coder=embedded"
     sampling: str = ""  # collect.sampling_label: "greedy max=512", "T=0.8 top-p=0.95 max=512"
@@ -98,7 +98,7 @@ def collect_row(study: Study, name: str, run_dir: Path, planned: dict[str, int])
         model=model_name(metadata.get("models"), config.model),
         training=training_lineage(metadata.get("models")),
         per_task=per_task,
-        samples_per_task=int(counts.min()) if len(counts) else 0,
+        samples_per_task=int(counts.max()) if len(counts) else 0,
         values=values,
         backend=backend_label(config.model),
         sampling=sampling_label(config),

@@ -75,7 +75,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from corebench.harness import config as C
 from corebench.harness.errors import CorebenchError, UnknownNameError
@@ -297,6 +297,20 @@ def _table(model: type[Options], values: Any) -> Any:
     return validate_options("key", model, values)
 
 
+def _salvaged_header(values: Any) -> StudyHeader:
+    """A ``[study]`` from the keys that validate alone (defaults for the rest), so that a
+    mistake in ``[study]`` does not hide the mistakes in the entries checked against it."""
+    keys = values if isinstance(values, dict) else {}
+    kept = {"name": "study"}
+    for key, value in keys.items():
+        try:
+            StudyHeader.model_validate({**kept, key: value})
+        except ValidationError:
+            continue
+        kept[key] = value
+    return StudyHeader.model_validate(kept)
+
+
 def _where(kind: str, values: Any, index: int) -> str:
     name = values.get("name") if isinstance(values, dict) else None
     return f"{kind} {name!r}" if isinstance(name, str) else f"{kind} #{index}"
@@ -318,18 +332,16 @@ def load_study(
         raise CorebenchError(f"cannot read study {path}: {exc}") from None
     problems = Problems(path)
     study = _read(path, scale, data, plugins, problems)
-    if study is not None:
-        check_components(study, plugins, C.data_dir_setting(data_dir), problems)
-        check_confounds(study, plugins, problems)
+    check_components(study, plugins, C.data_dir_setting(data_dir), problems)
+    check_confounds(study, plugins, problems)
     problems.raise_any()
-    assert study is not None
     return study
 
 
 def _read(
     path: Path, scale: str, data: dict[str, Any], plugins: Plugins, problems: Problems
-) -> Study | None:
-    """The study's entries that are well-formed (the others noted); None without a header."""
+) -> Study:
+    """The study's entries that are well-formed (the others noted)."""
     for table in sorted(set(data) - set(TABLES)):
         problems.add("", UnknownNameError("table", table, TABLES))
     if "study" not in data:
@@ -339,7 +351,9 @@ def _read(
     values = data["study"]
     merged = {**values, **overrides} if isinstance(values, dict) else values
     header = problems.check("[study]", lambda: _table(StudyHeader, merged))
-    limit = header.max_new_tokens if header else RunSettings.model_fields["max_new_tokens"].default
+    if header is None:  # noted; check the rest against [study]'s well-formed keys
+        header = _salvaged_header(merged)
+    limit = header.max_new_tokens
     entries = {table: _array(data, table, problems) for table in TABLES[2:]}
     steps = _steps(entries["train"], train_overrides, limit, problems)
     runs = _runs(entries["run"], header, overrides, run_overrides, problems)
@@ -347,8 +361,6 @@ def _read(
     compares = _entries(entries["compare"], "compare", Compare, problems)
     names = {table: _names(entries[table]) for table in ("train", "run")}
     _check_names(names, scale, steps, runs, gains, compares, run_overrides, problems)
-    if header is None:
-        return None
     runs = [
         run.model_copy(update={"model": model})
         for run in runs
@@ -394,14 +406,14 @@ def _steps(
 
 def _runs(
     entries: list[Any],
-    header: StudyHeader | None,
+    header: StudyHeader,
     overrides: dict[str, Any],
     run_overrides: dict[str, dict[str, Any]],
     problems: Problems,
 ) -> list[RunEntry]:
     """The well-formed ``[[run]]`` entries: ``[study]``, then the entry's own values, then the
     scale's (except where the entry sets a key itself) and the scale's ``run.NAME``."""
-    defaults = header.model_dump(include=set(RunSettings.model_fields)) if header else {}
+    defaults = header.model_dump(include=set(RunSettings.model_fields))
     scaled = {k: v for k, v in overrides.items() if k in RunSettings.model_fields}
     runs = []
     for index, values in enumerate(entries, 1):

@@ -184,6 +184,21 @@ def test_three_mistakes_in_three_entries_are_three_lines_at_once(tmp_path, data_
     assert "unknown key 'temperatur'. Did you mean 'temperature'" in "".join(lines)
 
 
+def test_a_mistake_in_study_does_not_hide_the_entries_mistakes(tmp_path, data_dir):
+    """[study] fails to load: the rest is still checked against its well-formed keys (here its
+    benchmark and task ids, without which the run's system option would not be found)."""
+    text = STUDY.replace("max_new_tokens = 64", "max_new_tokens = 64\ntemprature = 0.5")
+    text = text.replace("system_options = { k = 2 }", "system_options = { kk = 2 }")
+    text += '\n[[run]]\nname = "hot"\nsystem = "direkt"\ntemperature = 0.8\n'
+    path = write(tmp_path, text)
+    lines = mistakes(path, data_dir, "full")
+    where = {line.split(": ", 1)[0] for line in lines}
+    assert f"{path} [study]" in where, lines
+    assert f"{path} [[run]] 'mapcoder' system_options" in where, lines
+    assert any("unknown system 'direkt'" in line for line in lines), lines
+    assert any("differ in sampling" in line and "'hot'" in line for line in lines), lines
+
+
 def test_an_entry_that_does_not_load_is_not_reported_again_where_it_is_named(tmp_path, data_dir):
     text = STUDY.replace('name = "grpo"\nmethod = "grpo"', 'name = "grpo"\nmethod = "ppo"')
     text += '\n[[gain]]\npair = "mapcoder"\nroles = ["direct"]\n'
@@ -341,8 +356,10 @@ def test_sampling_differences_are_named_and_allowed_study_wide(tmp_path, data_di
     wrong = text.replace(
         "max_new_tokens = 64", 'max_new_tokens = 64\nallow_confounds = ["sampler"]'
     )
-    (found,) = mistakes(write(tmp_path, wrong), data_dir)
+    # the misspelt allowance is reported, and so are the differences it did not allow
+    found, *confounds = mistakes(write(tmp_path, wrong), data_dir)
     assert "[study]: key allow_confounds.0: input should be 'backend' or 'sampling'" in found
+    assert confounds == [first, second]
 
 
 # --- training as long as evaluation ---------------------------------------------------------------

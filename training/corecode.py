@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import TrainTask, load_train_data
-from .distributed import is_main_process
+from .distributed import is_main_process, wait_for_everyone
 from .grpo import RewardFn, Trained, code_reward, judge, run_grpo
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
@@ -74,6 +74,7 @@ def _phase(settings: TrainSettings, out: Path, **grpo: Any) -> Trained:
             "diagnostics": trained.diagnostics,
         }
         (out / PHASE_RECORD).write_text(json.dumps(record))
+    wait_for_everyone()
     return trained
 
 

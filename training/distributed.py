@@ -26,3 +26,12 @@ def gather_rewards(values: list[float]) -> list[float]:
     from accelerate.utils import gather_object
 
     return [float(v) for v in gather_object(list(values))]
+
+
+def wait_for_everyone() -> None:
+    """Every process waits here until all have arrived: after the main process writes files
+    that the others read next (a phase's checkpoint, which the next phase loads)."""
+    if world_size() > 1:
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()

@@ -16,7 +16,7 @@ from corebench.harness.records import Measurement
 
 from .data import TrainData, TrainTask, load_train_data
 from .diagnostics import diagnose
-from .distributed import is_main_process, world_size
+from .distributed import is_main_process, wait_for_everyone, world_size
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
 from .rewards import RewardLog, TestRun, correctness, measure_passing, run_tests
@@ -149,6 +149,7 @@ def run_grpo(
     trainer.save_model(str(final))  # the main process only (transformers' should_save)
     if is_main_process():
         tokenizer.save_pretrained(final)
+    wait_for_everyone()  # the others may load the checkpoint next (a CoRe-Code phase)
     norms = [e["grad_norm"] for e in trainer.state.log_history if "grad_norm" in e]
     found = diagnose(log.rewards, settings.num_generations, group, norms)
     return Trained(final, log.curve(), int(trainer.state.global_step), found)

@@ -151,6 +151,8 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     ]
     # per step: G joint answers at turn 1, and each branch G more at every later turn
     per_step = sum(settings.num_generations**turn for turn in range(1, settings.turns + 1))
+    # each chunk is one comlrl epoch, whose end also applies a part-filled rollout buffer
+    # (comlrl's rollout_buffer_size, 2): an odd save_steps changes when updates happen
     chunk = max(1, min(settings.save_steps, settings.steps))
     resume = latest_state(out / STATE)
     log = RewardLog(out / "rewards.txt", per_step)

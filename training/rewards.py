@@ -82,19 +82,19 @@ class TestRun:
 def rewarded_suite(suite: FunctionalSuite, task_id: str, reward: str = "tests") -> FunctionalSuite:
     """The tests a reward runs. ``"class"``: the base suite alone where there is one (the class
     study's original tests). ``"tests"``: the whole suite up to ``REWARDED_TESTS`` tests;
-    beyond, every base test and then tests of the other suites drawn without replacement by a
-    generator seeded with the task id (the same subset at every step and on every machine),
-    each suite keeping its tests' order."""
+    beyond, every base test (all of them, even past the limit), then tests of the other suites
+    up to the limit, drawn without replacement by a generator seeded with the task id (the same
+    subset at every step and on every machine), each suite keeping its tests' order."""
     if reward == "class":
         if BASE_SUITE not in suite.inputs:
             return suite
         return _keep(suite, {BASE_SUITE: range(len(suite.inputs[BASE_SUITE]))})
     if suite.size <= REWARDED_TESTS:
         return suite
-    base = suite.inputs.get(BASE_SUITE, [])[:REWARDED_TESTS]
+    base = suite.inputs.get(BASE_SUITE, [])
     others = [(name, i) for name, tests in suite.inputs.items() if name != BASE_SUITE
               for i in range(len(tests))]  # fmt: skip
-    drawn = random.Random(task_id).sample(others, REWARDED_TESTS - len(base))
+    drawn = random.Random(task_id).sample(others, max(0, REWARDED_TESTS - len(base)))
     keep: dict[str, list[int]] = {BASE_SUITE: list(range(len(base)))} if base else {}
     for name, i in drawn:
         keep.setdefault(name, []).append(i)

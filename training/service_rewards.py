@@ -98,8 +98,9 @@ class JudgeReward:
 def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **_: Any
 ) -> float:
-    """verl's custom reward hook: corebench's training reward on ``ground_truth``'s tests (the
-    share passed, +1 for passing them all)."""
+    """verl's custom reward hook: corebench's ``tests`` reward on ``ground_truth``'s tests (the
+    share passed, +1 for passing them all), over the whole suite the service judges (not the
+    subset ``rewarded_suite`` picks for ``corebench train``)."""
     truth = _tests(ground_truth)
     item: dict[str, Any] = {"completion": solution_str, "all_tests": True}
     if "task" in truth:

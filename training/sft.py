@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from .data import load_train_data
-from .distributed import is_main_process
+from .distributed import is_main_process, wait_for_everyone
 from .grpo import last_checkpoint
 from .manifest import write_manifest
 from .models import local_checkpoint
@@ -115,5 +115,6 @@ def train_sft(settings: TrainSettings) -> dict[str, Path]:
                     **({"plans": {"source": settings.plan_source}} if role in PLAN_ROLES else {}),
                 },
             )
+        wait_for_everyone()  # one role's files are complete before any process goes on
         checkpoints[role] = final
     return checkpoints
