@@ -114,8 +114,6 @@ RAY_NODE_QUEUE = 2  # calls sent to a node per worker slot it has (the rest wait
 RAY_START_TIMEOUT_S = 60.0  # a node's sandbox actor that has not started by then is left out
 
 # --- leaderboards -----------------------------------------------------------------------------
-BOOTSTRAP_RESAMPLES = 2000  # confidence intervals for pass@1, resampling tasks
-BOOTSTRAP_SEED = 0  # fixed: the same runs give the same intervals
 TRACE_CHARS = 2000  # per prompt or completion kept for the HTML page's per-task view
 
 # --- training -------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def pass_vs_runtime(table: pd.DataFrame) -> str:
 
 
 def pass_with_intervals(table: pd.DataFrame) -> str:
-    """pass@1 per row with its bootstrap 95 % interval."""
+    """pass@1 per row with its exact 95 % interval (``stats.proportion_interval``)."""
     with matplotlib.rc_context(_SVG_STYLE):
         fig = Figure(figsize=(6.4, 0.9 + 0.32 * len(table)))
         ax = fig.add_subplot()
@@ -74,7 +74,7 @@ def pass_with_intervals(table: pd.DataFrame) -> str:
         ]
         ax.errorbar(centre, y, xerr=err, fmt="o", capsize=3)
         ax.set_yticks(y, labels)
-        ax.set_xlabel("pass@1 (%) with 95 % bootstrap interval over tasks")
+        ax.set_xlabel("pass@1 (%) with 95 % interval over tasks")
         ax.set_title("pass@1")
         return _svg(fig)
 

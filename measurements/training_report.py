@@ -3,8 +3,8 @@
     python measurements/training_report.py CHECKPOINT_DIR BEFORE_RUN AFTER_RUN --plot docs/x.svg
 
 BEFORE_RUN and AFTER_RUN are `corebench run` directories of the base model and the trained
-checkpoint on the same tasks; pass@1 comes with 95 % bootstrap intervals over tasks, and the
-paired difference with its own interval (tasks resampled together).
+checkpoint on the same tasks; pass@1 comes with its exact 95 % interval over tasks, and the
+paired difference with the sign-flip permutation test's p and interval (leaderboards/stats.py).
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from corebench.harness.config import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, MANIFEST_NAME
+from corebench.harness.config import MANIFEST_NAME
 from corebench.leaderboards import collect_runs, leaderboard_table
+from corebench.leaderboards.stats import paired
 from corebench.training.manifest import plot_reward_curve
-
-
-def paired_difference(
-    before: dict[str, float], after: dict[str, float]
-) -> tuple[float, float, float]:
-    tasks = sorted(set(before) & set(after))
-    diff = np.array([after[t] - before[t] for t in tasks])
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = diff[rng.integers(0, len(diff), size=(BOOTSTRAP_RESAMPLES, len(diff)))].mean(axis=1)
-    return float(diff.mean()), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
 
 
 def main() -> None:
@@ -67,9 +58,13 @@ def main() -> None:
             f"base tests {100 * row['pass@1_base']:5.1f}%"
         )
     per_task = [r.samples.groupby("task_id")["passed"].mean().to_dict() for r in runs]
-    mean, low, high = paired_difference(per_task[0], per_task[1])
+    tasks = sorted(set(per_task[0]) & set(per_task[1]))
+    diff = paired(
+        np.array([per_task[1][t] for t in tasks]), np.array([per_task[0][t] for t in tasks])
+    )
     print(
-        f"after - before: {100 * mean:+.1f} points [{100 * low:+.1f}, {100 * high:+.1f}] (paired, 95 %)"
+        f"after - before: {100 * diff.difference:+.1f} points "
+        f"[{100 * diff.low:+.1f}, {100 * diff.high:+.1f}] (paired, 95 %), p {diff.p:.3g} ({diff.test})"
     )
 
 

@@ -29,6 +29,13 @@ def finished(run_dir: Path) -> list[tuple[str, int, str]]:
         ).fetchall()
 
 
+def verdicts(run_dir: Path) -> list[tuple[str, int, str]]:
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        return db.execute(
+            "SELECT task_id, sample_index, verdict FROM results ORDER BY task_id, sample_index"
+        ).fetchall()
+
+
 def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
     run_dir = tmp_path / "run"
     # the run's settings from a file (typed system options in a table); a flag given wins
@@ -95,6 +102,26 @@ def test_corecode_cli_run_show_and_metadata(tmp_path, data_dir):
     )
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 2 and {"solution", "result"} == set(lines[0])
+
+    # as an EvalPlus samples file: re-judged from the file alone, the same verdicts
+    samples = tmp_path / "evalplus.jsonl"
+    subprocess.run(
+        corebench("export", str(run_dir), "--jsonl", str(samples), "--format", "evalplus",
+                  data_dir=data_dir),
+        check=True,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert [set(row) for row in rows] == [{"task_id", "solution"}] * 2
+    assert {row["task_id"]: row["solution"] for row in rows} == {
+        line["solution"]["task_id"]: line["solution"]["code"] for line in lines
+    }
+    judged = tmp_path / "rejudged"
+    subprocess.run(
+        corebench("evaluate", "--bench", "mbpp", "--samples", str(samples), "--out", str(judged),
+                  "--repeats", "0", data_dir=data_dir),
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    assert verdicts(judged) == verdicts(run_dir)
 
 
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, data_dir):

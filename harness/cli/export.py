@@ -1,4 +1,4 @@
-"""`corebench export`: a run's samples as JSON lines."""
+"""`corebench export`: a run's samples as JSON lines, corebench's records or EvalPlus samples."""
 
 from __future__ import annotations
 
@@ -19,13 +19,27 @@ from .group import main
     required=True,
     help="Output file ('-' for stdout).",
 )
-def export(run_dir: Path, output: Path) -> None:
-    """Export every finished sample (solution, trace, execution result) as JSON lines."""
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["corebench", "evalplus"]),
+    default="corebench",
+    show_default=True,
+    help="corebench: each sample's solution (with its trace) and execution result; evalplus: "
+    "an EvalPlus samples file ({task_id, solution} per line) that evalplus.evaluate or "
+    "`corebench evaluate` re-judges.",
+)
+def export(run_dir: Path, output: Path, form: str) -> None:
+    """Export every finished sample as JSON lines."""
     from ..store import Store
 
     store = Store(run_dir, create=False)
     lines = (
-        json.dumps({"solution": s.model_dump(mode="json"), "result": r.model_dump(mode="json")})
+        json.dumps({"task_id": s.task_id, "solution": s.code})
+        if form == "evalplus"
+        else json.dumps(
+            {"solution": s.model_dump(mode="json"), "result": r.model_dump(mode="json")}
+        )
         for s, r in store.samples()
     )
     if str(output) == "-":
