@@ -2,7 +2,8 @@
 directory under the study's folder. Running it again does only what is missing:
 
 - a training step is finished when every role's checkpoint has its manifest (written last);
-  an unfinished one resumes from its last saved step (training's own resume);
+  an unfinished one resumes from its last saved step (training's own resume); each step trains
+  in a process of its own, whose memory is returned when it ends;
 - a run resumes like `corebench run` (finished samples are kept, the rest is done).
 
 Each folder's name carries a hash of what decides its contents (``NAME-HASH``), so a changed
@@ -11,15 +12,17 @@ entry gets a fresh folder and is re-run; nothing made under the old settings is 
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from corebench.harness.errors import CorebenchError
 from corebench.harness.runner import Runner
 from corebench.training.dispatch import finished_checkpoints
 from corebench.training.dispatch import train as run_training
-from corebench.training.settings import load_settings
+from corebench.training.settings import TrainSettings, load_settings
 
 from .spec import RunEntry, Study
 
@@ -43,6 +46,20 @@ class Layout:
         return self.root / f"report.{suffix}"
 
 
+def train_in_child(settings: TrainSettings) -> None:
+    """Train in a fresh process, so that what training holds (models, optimizer state, the
+    trainer's caches: gigabytes that outlive the trainer) is returned when it ends, before the
+    next step or the runs (one process for a whole study grew past 20 GiB)."""
+    child = multiprocessing.get_context("spawn").Process(target=run_training, args=(settings,))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise CorebenchError(
+            f"training step {settings.method} -> {settings.out} failed (exit code "
+            f"{child.exitcode}); its output is above, and running the study again resumes it"
+        )
+
+
 def run_study(
     study: Study,
     layout: Layout,
@@ -64,7 +81,7 @@ def run_study(
         done = finished_checkpoints(settings)
         if done is None:
             say(f"train {step.name} ({step.method}) -> {out}")
-            run_training(settings)
+            train_in_child(settings)
             done = finished_checkpoints(settings)
             assert done is not None, f"training {step.name} left no manifests in {out}"
         else:

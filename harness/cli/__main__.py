@@ -5,5 +5,6 @@ import warnings
 from ..registry import PluginWarning
 from . import main
 
-warnings.simplefilter("default", PluginWarning)
-main()
+if __name__ == "__main__":  # not again in a spawned child (multiprocessing imports this)
+    warnings.simplefilter("default", PluginWarning)
+    main()
