@@ -624,7 +624,7 @@ def test_multi_turn_magrpo_feeds_the_sandbox_results_back(tmp_path, data_dir, mo
     assert len(rewards) == 2 + 4
     manifest = json.loads((checkpoints["main"] / "corebench_manifest.json").read_text())
     assert manifest["steps"] == 1 and manifest["system_options"] == {"turns": 2}
-    assert manifest["settings"]["pair_reward"] == "authors"
+    assert manifest["settings"]["reward"] == "tests"
 
 
 @pytest.mark.model
