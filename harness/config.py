@@ -85,10 +85,14 @@ ENV_ENGINE = "COREBENCH_ENGINE"  # fork (a zygote forks each judging child) | ex
 JUDGING_AHEAD_PER_WORKER = 2  # solutions prepared ahead per slot (stored, encoded, reference read)
 
 # --- measurement phase (passing solutions only, one at a time) -----------------------------------
-DEFAULT_REPEATS = 5  # timed calls per test; the median counts
-MEASUREMENT_WARMUP = 1  # untimed calls per test before them
-MEASUREMENT_REPEATS_TRAINING = 3  # timed calls per test for training's efficiency rewards
-MEASUREMENT_MIN_SAMPLE_S = 0.002  # a timed sample repeats a fast test until it lasts this long
+DEFAULT_REPEATS = 5  # timed runs per measured test at least; the median counts
+MEASUREMENT_INPUTS = 3  # tests measured per task: those the reference spends the most CPU on
+MEASUREMENT_WARMUP = 0  # untimed runs per measured test (every run is a fresh process anyway)
+MEASUREMENT_PRECISION = 0.03  # more runs until half the IQR of a test's runs is this share of ...
+MEASUREMENT_RESOLUTION_S = 20e-6  # ... their median (or this, a run's own noise), ...
+MEASUREMENT_MAX_REPEATS_FACTOR = 3  # ... up to this many times the repeats asked
+MEASUREMENT_EXTRA_BUDGET_S = 1.0  # ... and this many CPU seconds of extra runs per test
+MEASUREMENT_REPEATS_TRAINING = 3  # timed runs per measured test for training's efficiency rewards
 MEASUREMENT_FIXED_LAYOUT = True  # timed children run without address-space randomization
 MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
 # Calibrated CPU seconds: CPU seconds scaled to a machine that runs the sandbox child's fixed

@@ -4,6 +4,7 @@ directory, so ``corebench show``, ``export`` and the leaderboards read them too.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -33,11 +34,7 @@ def load_samples(path: Path, benchmark: Benchmark) -> list[Sample]:
     prompts = {t.task_id: t.prompt for t in benchmark.tasks()}
     counts: Counter[str] = Counter()
     samples = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise CorebenchError(f"cannot read samples file {path}: {exc.strerror}") from None
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(_text_lines(path), 1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -63,6 +60,27 @@ def load_samples(path: Path, benchmark: Benchmark) -> list[Sample]:
     if not samples:
         raise CorebenchError(f"{path}: no samples")
     return samples
+
+
+def _text_lines(path: Path) -> list[str]:
+    """The file's lines, decoded as UTF-8 (a leading byte-order mark is dropped, as editors on
+    Windows write one); lines end at "\n" only, so a JSON string holding U+2028 stays one line.
+    Bytes that are not UTF-8 are one error naming the line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CorebenchError(f"cannot read samples file {path}: {exc.strerror}") from None
+    data = data.removeprefix(codecs.BOM_UTF8)
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            lines.append(raw.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError as exc:
+            raise CorebenchError(
+                f"{path}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                f"{exc.start + 1}); save the file as UTF-8"
+            ) from None
+    return lines
 
 
 async def evaluate_samples(

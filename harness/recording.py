@@ -147,6 +147,7 @@ class Recorder:
             for solution, result in self.store.samples()
             if result.passed
             and result.measurement is None
+            and result.measurement_refused is None
             and self.suite(solution.task_id).reference_code  # else nothing to normalise against
         ]
         # one measurement per machine at a time (a Ray cluster times one on each node)
@@ -163,6 +164,8 @@ class Recorder:
                         f"{solution.task_id}#{solution.sample_index}: not measured: {exc}",
                         stacklevel=2,
                     )
+                    result.measurement_refused = str(exc)
+                    self.store.save_result(result)
                     return False
             self.store.save_result(result)
             return True

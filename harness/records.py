@@ -132,12 +132,13 @@ def calibrated(cpu_s: float, calibration_s: float | None) -> float:
 
 
 class Measurement(Record):
-    """Runtime and memory of a passing solution, measured in the serialized measurement phase
-    (median over repeats after a warm-up), next to the reference solution measured the same way."""
+    """Runtime and memory of a passing solution on its task's heaviest tests, measured in the
+    serialized measurement phase (each timed run a fresh process; the median over runs), next to
+    the reference solution measured the same way."""
 
     repeats: int
-    runtime_s: float  # sum over tests of the median wall time per call
-    cpu_s: float  # sum over tests of the median CPU time per call (the solution's thread)
+    runtime_s: float  # sum over the measured tests of the median wall time of a run
+    cpu_s: float  # sum over the measured tests of the median CPU time of a run (all threads)
     peak_memory_bytes: int
     reference_runtime_s: float
     reference_peak_memory_bytes: int
@@ -149,7 +150,10 @@ class Measurement(Record):
     # (the mean of the samples around it) weighted by its CPU time; None in runs stored before
     calibration_s: float | None = None
     reference_calibration_s: float | None = None
-    # per test, in the suite's order: median CPU seconds per call, and peak memory
+    # the tests measured (run-order indices: the task's heaviest for its reference), and per
+    # test the timed runs, the median CPU seconds of a run, and the largest peak memory
+    tests: list[int] | None = None
+    runs: list[int] | None = None
     test_cpu_s: list[float] | None = None
     test_peak_memory_bytes: list[int] | None = None
 
@@ -182,6 +186,8 @@ class ExecutionResult(Record):
     stderr: str = ""
     isolation: str = ""
     measurement: Measurement | None = None
+    # why the measurement phase refused to measure this passing solution (its verdict stands)
+    measurement_refused: str | None = None
 
     @property
     def passed(self) -> bool:

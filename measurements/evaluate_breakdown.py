@@ -6,8 +6,9 @@ the measurement phase, on the first --tasks reference solutions of a benchmark.
 
 Runs the same code path as `corebench evaluate` (a `Recorder`: judge every sample, then measure
 each passing one), with the measurement phase's steps wrapped in wall-clock timers from this
-script: starting the child, peak-memory calls, the calls-per-sample probe, the input-preparation
-probe, calibration around each test, and the timed samples themselves.
+script: starting the timing child (once per executor), decoding each measured test's input, the
+timed runs themselves (each a fresh process, its answer checked), and the calibration around
+each test.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from corebench.harness.config import data_dir_setting
 from corebench.harness.recording import Recorder
 from corebench.harness.records import RunConfig, Solution
 from corebench.harness.registry import default_plugins
-from corebench.harness.sandbox import executor, timing
+from corebench.harness.sandbox import timing
 
 SPENT: dict[str, float] = defaultdict(float)
 
@@ -41,13 +42,13 @@ def timed(name: str, function):
 
 def instrument() -> None:
     """Wall time per step of the measurement phase (nested steps are subtracted below)."""
-    executor.time_program = timed("measurement: whole timing sessions", executor.time_program)
+    timer = timing.Timer
+    timer.time = timed("measurement: whole timing sessions", timer.time)
+    timer._started = timed("starting the timing child", timer._started)
     timing.calibration_sample = timed("calibration around each test", timing.calibration_sample)
-    session = timing.CallSession
-    session.peak = timed("peak-memory calls", session.peak)
-    session.loops = timed("calls-per-sample probe", session.loops)
-    session.prepare_cpu_probe = timed("input-preparation probe", session.prepare_cpu_probe)
-    session.time = timed("timing per test (all steps)", session.time)
+    session = timing.Session
+    session.prepare = timed("decoding a test's input", session.prepare)
+    session.run = timed("timed runs (fork, run, answer checked)", session.run)
 
 
 async def evaluate(bench: str, tasks: int, repeats: int, out: Path) -> None:
@@ -78,22 +79,14 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix="evaluate-breakdown-")) / "run"
     asyncio.run(evaluate(args.bench, args.tasks, args.repeats, out))
     whole = SPENT["measurement phase"]
-    per_test = SPENT["timing per test (all steps)"]
-    steps = {
-        "starting and ending children, loading programs": SPENT[
-            "measurement: whole timing sessions"
-        ]
-        - per_test
-        - SPENT["peak-memory calls"],
-        "peak-memory calls": SPENT["peak-memory calls"],
-        "calls-per-sample probe": SPENT["calls-per-sample probe"],
-        "input-preparation probe": SPENT["input-preparation probe"],
-        "calibration around each test": SPENT["calibration around each test"],
-        "timed samples": per_test
-        - SPENT["calls-per-sample probe"]
-        - SPENT["input-preparation probe"]
-        - SPENT["calibration around each test"],
-    }
+    parts = [
+        "starting the timing child",
+        "decoding a test's input",
+        "timed runs (fork, run, answer checked)",
+        "calibration around each test",
+    ]
+    steps = {name: SPENT[name] for name in parts}
+    steps["the rest (loading programs, choosing tests, the store)"] = whole - sum(steps.values())
     print(f"correctness phase: {SPENT['correctness phase (references and judging)']:7.1f} s")
     print(f"measurement phase: {whole:7.1f} s (solution and reference timed alike)")
     for name, seconds in steps.items():

@@ -50,6 +50,31 @@ def test_malformed_samples_file_is_one_clear_error(tmp_path, mbpp, rows, message
         load_samples(write(tmp_path / "samples.jsonl", rows), mbpp)
 
 
+def test_a_byte_order_mark_and_windows_line_ends_are_accepted(tmp_path, mbpp):
+    row = {"task_id": "Mbpp/2", "solution": "def f():\n    return '\u2028'\n"}
+    path = tmp_path / "samples.jsonl"
+    # as Notepad saves it: a BOM, CRLF line ends; and a raw U+2028 inside a JSON string
+    text = json.dumps(row, ensure_ascii=False) + "\r\n" + json.dumps(row) + "\r\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    samples = load_samples(path, mbpp)
+    assert [(s.task_id, s.index) for s in samples] == [("Mbpp/2", 0), ("Mbpp/2", 1)]
+    assert samples[0].code == samples[1].code == row["solution"]
+
+
+def test_invalid_utf8_is_one_line_naming_the_file_and_the_line(tmp_path, data_dir):
+    path = tmp_path / "samples.jsonl"
+    good = json.dumps({"task_id": "Mbpp/2", "solution": "x = 1"}).encode()
+    path.write_bytes(good + b"\n" + good[:-3] + b"\xe9\xff" + b'"}\n')  # Latin-1 bytes on line 2
+    with pytest.raises(CorebenchError, match=r"samples.jsonl:2: not valid UTF-8 \(byte 0xe9"):
+        load_samples(path, MbppPlus(data_dir))
+    args = [*CLI, "evaluate", "--bench", "mbpp", "--samples", str(path)]
+    args += ["--out", str(tmp_path / "ev"), "--repeats", "0", "--data-dir", str(data_dir)]
+    ran = subprocess.run(args, capture_output=True, text=True)
+    assert ran.returncode != 0 and "Traceback" not in ran.stderr, ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if "UTF-8" in line]
+    assert len(errors) == 1 and "samples.jsonl:2" in errors[0], ran.stderr
+
+
 def test_completion_continues_the_prompt_and_samples_are_numbered_per_task(tmp_path, mbpp):
     rows = [
         {

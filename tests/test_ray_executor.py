@@ -27,6 +27,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from corebench.harness.config import ENV_EXECUTOR  # noqa: E402
 from corebench.harness.errors import CorebenchError, UnknownNameError  # noqa: E402
 from corebench.harness.evaluate import evaluate_samples  # noqa: E402
+from corebench.harness.records import Verdict  # noqa: E402
 from corebench.harness.sandbox import Executor, executor_for  # noqa: E402
 from corebench.harness.sandbox import cluster as cluster_module  # noqa: E402
 from corebench.harness.sandbox.cluster import RayExecutor  # noqa: E402
@@ -225,7 +226,8 @@ def test_training_rewards_judge_on_the_cluster(on_ray, data_dir):
     mbpp = MbppPlus(data_dir)
     task = next(t for t in mbpp.tasks() if t.task_id == "Mbpp/2")
     train_task = TrainTask(task, mbpp.test_suite("Mbpp/2"))
-    programs = [train_task.reference, "def similar_elements(a, b):\n    return ()\n", "loops"]
+    loops = "def similar_elements(a, b):\n    while True:\n        pass\n"
+    programs = [train_task.reference, "def similar_elements(a, b):\n    return ()\n", loops]
     on_cluster = run_tests([(p, train_task) for p in programs])
     assert cluster_module.connect(None, None).nodes  # the cluster judged them
     os.environ.pop(ENV_EXECUTOR)
@@ -234,6 +236,9 @@ def test_training_rewards_judge_on_the_cluster(on_ray, data_dir):
         (r.passed, r.total, r.runs) for r in here
     ]
     assert here[0].pass_rate == 1.0 and here[1].runs and not here[2].runs
+    # the loop really loops: its first test times out, on the cluster as here
+    assert [o.verdict for o in on_cluster[2].outcomes] == [Verdict.timeout], on_cluster[2]
+    assert [o.verdict for o in here[2].outcomes] == [Verdict.timeout], here[2]
 
 
 def test_evaluate_cli_through_ray_client(cluster, samples, tmp_path, local_verdicts, data_dir):

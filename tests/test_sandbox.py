@@ -14,7 +14,6 @@ import pytest
 from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.comparators import Close
 from corebench.harness.config import CALIBRATION_REFERENCE_S
-from corebench.harness.errors import CorebenchError
 from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor
 from corebench.harness.sandbox.codec import reported_output
@@ -418,43 +417,40 @@ def test_a_program_that_stops_its_clocks_is_timed_all_the_same():
 
 
 @pytest.mark.measurement_phase
-def test_work_hidden_in_preparing_the_inputs_refuses_the_timing():
-    # the child's own decoder, patched: preparing a test's inputs is not timed, so work there
-    # would make the program look faster
+def test_a_patched_decoder_changes_nothing():
+    # a timed run's input is decoded before the program loads: work the program adds to the
+    # child's decoder never runs while it could hide there
     cheat = (
         "import sys\n_codec = sys.modules['_corebench_codec']\n_decode = _codec.decode\n"
         "def _slow(data):\n    sum(range(200000))\n    return _decode(data)\n"
         "_codec.decode = _slow\n"
     )
-    with pytest.raises(CorebenchError, match="outside its timed calls"):
-        asyncio.run(Executor(workers=1).measure("t/cheat", cheat + SERIAL_WORK, WORK, repeats=3))
+    measured = asyncio.run(
+        Executor(workers=1).measure("t/cheat", cheat + SERIAL_WORK, WORK, repeats=3)
+    )
+    assert 0.7 < measured.runtime_ratio < 1.5, measured
 
 
 @pytest.mark.measurement_phase
 def test_a_background_thread_cannot_hide_its_work():
-    # a thread that never stops: between the timed calls the harness holds the only CPU the
-    # program may use, and it stops the program while it times the calibration work, so the
-    # thread's work lands in the timed calls (or, if outside, refuses the timing)
+    # a thread that never stops, started at import: its CPU is the run's (the run's process
+    # clock counts every thread), so the same function measures about twice as slow or more
     busy = (
         "import threading\n"
         "def _busy():\n    while True:\n        sum(range(10000))\n"
         "threading.Thread(target=_busy, daemon=True).start()\n"
     )
-    try:
-        measured = asyncio.run(
-            Executor(workers=1).measure("t/busy", busy + SERIAL_WORK, WORK, repeats=3)
-        )
-    except CorebenchError as refused:
-        assert "outside its timed calls" in str(refused)
-    else:
-        assert measured.runtime_ratio > 1.3, measured  # the same function, twice the CPU or so
+    measured = asyncio.run(
+        Executor(workers=1).measure("t/busy", busy + SERIAL_WORK, WORK, repeats=3)
+    )
+    assert measured.runtime_ratio > 1.3, measured
 
 
 def test_calibrated_totals_weigh_each_test_by_the_calibration_around_it():
     timed = Timed(
         [
-            TestTiming(cpu_s=1.0, wall_s=1.0, peak_kb=1, calibration_s=2e-5, loops=1),
-            TestTiming(cpu_s=2.0, wall_s=3.0, peak_kb=5, calibration_s=4e-5, loops=1),
+            TestTiming(index=0, cpu_s=1.0, wall_s=1.0, peak_kb=1, calibration_s=2e-5),
+            TestTiming(index=3, cpu_s=2.0, wall_s=3.0, peak_kb=5, calibration_s=4e-5),
         ]
     )
     wall, cpu, peak, calibration = _totals(timed)
@@ -476,10 +472,12 @@ def test_timed_children_run_without_address_space_randomization():
         job = executor.job(suite, suite.reference_code, None, cpu_budget=30)
         with Child(job, mode=executor.mode, fixed_layout=fixed_layout) as child:
             child.expect("ready", Budget(None, 30))
+            program = {"code": suite.reference_code, "mode": "call", "entry_point": "where"}
+            child.send({"op": "program", **program})
             child.expect("load", Budget(None, 30))
-            child.send({"op": "prepare", "test": spec_for(suite, 0, 5.0), "copies": 1})
+            child.send({"op": "prepare", "test": spec_for(suite, 0, 5.0)})
             child.read_event(Budget(None, 30))
-            child.send({"op": "call", "report": True})
+            child.send({"op": "time"})
             output = child.read_event(Budget(None, 30))["output"]
             child.finish(grace_s=0)
             return output
@@ -527,17 +525,19 @@ def test_a_slow_reference_test_stops_repeating_once_it_used_its_cpu_budget():
 
 
 @pytest.mark.measurement_phase
-def test_fast_tests_are_repeated_within_a_timed_sample_and_slow_ones_are_not():
+def test_a_run_is_one_call_and_a_fast_test_needs_no_more_runs_than_asked():
     executor = Executor(workers=1)
     suite = FunctionalSuite(
         entry_point="work",
         reference_code="def work(n):\n    return sum(range(n))\n",
         inputs={"base": [[10], [3_000_000]]},
     )
-    timed = asyncio.run(executor._timed(suite.reference_code, suite, repeats=3))
-    fast, slow = timed.tests
-    assert fast.loops > 10 and slow.loops == 1
-    assert fast.cpu_s < 1e-4 < slow.cpu_s  # per call, not per sample
+    measured = asyncio.run(executor.measure("t/work", suite.reference_code, suite, repeats=3))
+    fast, slow = measured.test_cpu_s
+    # a run of the fast test is the module code, one call and the answer: well under a
+    # millisecond; its runs vary by microseconds, below the resolution the phase asks for
+    assert fast < 5e-4 < 0.005 < slow, measured
+    assert measured.runs[0] == 3, measured
 
 
 def test_a_wrong_huge_integer_is_reported_without_breaking_the_harness():

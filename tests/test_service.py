@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from corebench.harness.errors import CorebenchError
 from corebench.harness.registry import default_plugins
@@ -284,6 +286,27 @@ def test_measurement_is_returned_when_asked_for(running):
     assert "no reference" in no_reference["measurement_error"]
 
 
+@pytest.mark.measurement_phase
+def test_a_memoized_program_measures_like_the_plain_one_through_the_service(running):
+    # ~40 ms of work per call on inputs 200,000-400,000, its own code as the reference: a cache
+    # kept between calls once measured this memoized version at 0.00001 of the plain one
+    plain = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+    memoized = "_seen = {}\n" + plain.replace(
+        "def f(n):\n", "def f(n):\n    if n in _seen:\n        return _seen[n]\n"
+    ).replace("    return s\n", "    _seen[n] = s\n    return s\n")
+    tests = {
+        "entry_point": "f",
+        "inputs": {"base": [[200_000], [300_000], [400_000]]},
+        "reference_code": plain,
+    }
+    ratios = {}
+    for name, code in (("plain", plain), ("memoized", memoized)):
+        answer = running.client().judge({"code": code, "tests": tests, "repeats": 3})
+        assert answer["measurement_error"] is None, answer
+        ratios[name] = answer["result"]["measurement"]["runtime_ratio"]
+    assert ratios["plain"] / 1.5 < ratios["memoized"] < ratios["plain"] * 1.5, ratios
+
+
 def test_examples_are_run_as_a_debugging_agent_runs_them(running):
     answer = running.client().examples(
         "def f(x):\n    return 2 * x\n", ["assert f(2) == 4", "assert f(3) == 7"]
@@ -397,6 +420,7 @@ def test_a_timing_session_never_overlaps_judging(monkeypatch):
     """Measuring takes the whole machine: it waits for judging in flight, and judging asked for
     meanwhile waits for it (the service mixes both on one executor)."""
     import corebench.harness.sandbox.executor as executor_module
+    import corebench.harness.sandbox.timing as timing_module
 
     spans: list[tuple[str, float, float]] = []
 
@@ -413,9 +437,7 @@ def test_a_timing_session_never_overlaps_judging(monkeypatch):
     monkeypatch.setattr(
         executor_module, "run_judging", recorded("judge", executor_module.run_judging)
     )
-    monkeypatch.setattr(
-        executor_module, "time_program", recorded("time", executor_module.time_program)
-    )
+    monkeypatch.setattr(timing_module.Timer, "time", recorded("time", timing_module.Timer.time))
     tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"], "time_limit_s": 1.0}
     suite = Tests.model_validate(tests).suite({})
     executor = Executor(workers=2)
@@ -436,3 +458,93 @@ def test_a_timing_session_never_overlaps_judging(monkeypatch):
     for t_start, t_end in timings:
         for j_start, j_end in judgings:
             assert j_end <= t_start or j_start >= t_end, (spans, "overlap")
+
+
+# --- the service against malformed requests (property-based, on the real loopback server) -------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+VALID_JUDGE = {"code": PROGRAMS["passes"], "tests": {**ADD}}
+FIELDS = [  # (path into a valid /v1/judge body, what may replace it)
+    (("code",), JSON_VALUES),
+    (("tests",), JSON_VALUES),
+    (("tests", "entry_point"), JSON_VALUES),
+    (("tests", "inputs"), JSON_VALUES),
+    (("tests", "expected"), JSON_VALUES),
+    (("tests", "mode"), st.text(max_size=8) | JSON_VALUES),
+    (("tests", "comparator"), st.text(max_size=12) | JSON_VALUES),
+    (("tests", "time_limit_s"), JSON_VALUES),
+    (("tests", "asserts"), st.lists(st.text(max_size=30), max_size=3) | JSON_VALUES),
+    (("tests", "stdio"), JSON_VALUES),
+    (("repeats",), st.integers(-5, 50) | JSON_VALUES),
+    (("task",), JSON_VALUES),
+    (("completion",), JSON_VALUES),
+    (("id",), JSON_VALUES),
+]
+
+
+def replaced(body: dict, path: tuple[str, ...], value) -> dict:
+    body = json.loads(json.dumps(body))
+    *parents, last = path
+    target = body
+    for key in parents:
+        target = target[key]
+    if value is None and last == "code":
+        del target[last]
+    else:
+        target[last] = value
+    return body
+
+
+def assert_no_server_error(running, path: str, body: bytes) -> None:
+    status, _, data = raw(running.url, "POST", path, body, {"Content-Type": "application/json"})
+    assert status < 500, (status, data[:300], body[:300])
+    if status >= 400:
+        assert json.loads(data)["error"], data
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from(range(len(FIELDS))), data=st.data())
+def test_a_malformed_field_is_a_4xx_never_a_5xx(running, field, data):
+    path, values = FIELDS[field]
+    body = replaced(VALID_JUDGE, path, data.draw(values))
+    assert_no_server_error(running, "/v1/judge", json.dumps(body).encode())
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    path=st.sampled_from(["/v1/judge", "/v1/judge/batch", "/v1/examples"]),
+    body=JSON_VALUES.map(lambda v: json.dumps(v).encode()) | st.binary(max_size=200),
+)
+def test_any_body_is_a_4xx_or_an_answer_never_a_5xx(running, path, body):
+    assert_no_server_error(running, path, body)
+
+
+@settings(max_examples=30, deadline=None)
+@given(depth=st.integers(1, 5000), opener=st.sampled_from(["[", '{"a":']), where=st.integers(0, 2))
+def test_nested_bodies_of_any_depth_are_never_a_5xx(running, depth, opener, where):
+    closer = "]" if opener == "[" else "}"
+    nested = opener * depth + "1" + closer * depth
+    body = [
+        nested,  # the whole body
+        json.dumps({**VALID_JUDGE, "tests": {**ADD, "inputs": {"base": [[1, 2]]}}}).replace(
+            "[[1, 2]]", f"[[{nested}, 2]]"
+        ),  # one test's argument
+        json.dumps({"code": "x", "examples": ["assert 1"]}).replace('"x"', nested),
+    ][where]
+    assert_no_server_error(running, "/v1/judge", body.encode())
+
+
+@settings(max_examples=40, deadline=None)
+@given(lines=st.lists(st.text(max_size=40), min_size=1, max_size=3))
+def test_asserts_that_are_not_assert_statements_are_a_422(running, lines):
+    body = {"code": PROGRAMS["passes"], "tests": {"entry_point": "add", "asserts": lines}}
+    status, _, data = raw(
+        running.url, "POST", "/v1/judge", json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )  # fmt: skip
+    assert status in (200, 422), (status, data[:300])

@@ -210,5 +210,5 @@ repeats_option = click.option(
     type=click.IntRange(min=0),
     default=C.DEFAULT_REPEATS,
     show_default=True,
-    help="Measurement phase: timed calls per test for passing solutions (0: skip).",
+    help="Measurement phase: timed runs on each of a task's heaviest tests, per passing solution (0: skip).",
 )

@@ -291,58 +291,6 @@ def self_time(fresh, call, test: dict, timing: protocol.SelfTiming) -> tuple[flo
     return median(cpus), len(cpus)
 
 
-IMMUTABLE = (int, float, complex, str, bytes, bool, type(None))
-
-
-def immutable(value) -> bool:
-    """True for a value no call can change (so every call may share it)."""
-    if isinstance(value, (tuple, frozenset)):
-        return all(immutable(item) for item in value)
-    return type(value) in IMMUTABLE
-
-
-def copies(fresh, test: dict, n: int, mode: str) -> list:
-    """``n`` independent inputs for ``test``, as a call would get from ``fresh``: one decoded input
-    shared when no call can change it, otherwise copies unpickled from one decoding (several
-    times faster than decoding each)."""
-    first = fresh(test)
-    if mode == "expr" or all(immutable(arg) for arg in first):
-        return [first] * n
-    import pickle  # loaded before "ready" in a timing session
-
-    try:
-        data = pickle.dumps(first, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - a value pickle cannot copy: decode each copy
-        return [first] + [fresh(test) for _ in range(n - 1)]
-    loads = pickle.loads
-    return [first] + [loads(data) for _ in range(n - 1)]
-
-
-def serve_call_session(job: protocol.Job, channel: Channel, loaded) -> None:
-    """Timing requests, one at a time: ``prepare`` decodes fresh inputs (outside the measured
-    window), ``call`` runs the program on all of them (the window the harness measures)."""
-    fresh, call = caller(job, loaded)
-    batch: list = []
-    while (request := channel.receive()) is not None:
-        if request["op"] == "prepare":
-            batch = copies(fresh, request["test"], request["copies"], job.mode)
-            channel.send({"event": "prepared", "copies": len(batch)})
-            continue
-        fields, output_json = {"event": "called", "status": "ok"}, None
-        try:
-            outputs = [call(args) for args in batch]
-        except BaseException as exc:  # noqa: BLE001
-            status, error = error_status(exc)
-            fields.update(status=status, error=error)
-        else:
-            if request.get("report"):
-                extra, output_json = output_fields(outputs[0])
-                fields.update(extra)
-            del outputs
-        batch = []
-        channel.send(fields, output_json)
-
-
 # --- stdio suites: each run is a fresh fork ----------------------------------------------------
 HIGH_FD = 1100  # descriptors a fork rearranges live above the numbers it assigns (0-4)
 
@@ -492,12 +440,6 @@ def serve_programs(job: protocol.Job, channel: Channel) -> None:
         return
     channel.send({"event": "load", "status": "ok"})
     logs = {"left": LOG_CAP}
-    if job.tests is None:  # a timing session: one run per request
-        while (request := channel.receive()) is not None:
-            result = run_program(compiled, job, request["test"], logs)
-            result.pop("output", None)
-            channel.send({"event": "ran", **result})
-        return
     for index, test in enumerate(job.tests):
         result = run_program(compiled, job, test, logs)
         if result["status"] == "ok" and job.self_timing is not None:
@@ -524,6 +466,406 @@ def time_program(compiled, job: protocol.Job, test: dict, logs: dict) -> tuple[f
     return (median(cpus), len(cpus)) if cpus else (0.0, 0)
 
 
+# --- timing sessions: every timed run is a fresh fork of this process -------------------------
+# This process never runs program code: it compiles the program, decodes a test's input once,
+# and forks one process per timed run. The fork confines itself (below) before any program code
+# runs, says so, and waits; this process then reads its CPU clock and memory, lets it go, and
+# reads its CPU clock again when its answer has arrived. What it reports is trusted.
+REPORT_FD, GO_FD = (
+    5,
+    6,
+)  # in a timed run: its answer goes to REPORT_FD; it starts on a byte on GO_FD
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+CLONE_THREAD = 0x00010000
+# Per architecture: (AUDIT_ARCH_*, system calls that start a process, that create state which
+# outlives the process: System V IPC, message queues, keyrings)
+SYSCALLS = {
+    "x86_64": (
+        0xC000003E,
+        {"fork": 57, "vfork": 58, "clone3": 435},
+        56,  # clone
+        (29, 64, 68, 240, 248, 249, 250),  # shmget semget msgget mq_open add_key request_key keyctl
+    ),
+    "aarch64": (0xC00000B7, {"clone3": 435}, 220, (194, 190, 186, 180, 217, 218, 219)),
+}
+
+
+def seccomp_filter() -> bytes | None:
+    """A seccomp BPF program that refuses new processes (fork, vfork, clone without
+    CLONE_THREAD; clone3 says ENOSYS, so the C library starts threads with clone) and kernel
+    objects that outlive a process, and allows everything else; None on other architectures."""
+    import platform
+    import struct
+
+    known = SYSCALLS.get(platform.machine())
+    if known is None:
+        return None
+    arch, forks, clone, lasting = known
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    allow = op(ret, 0x7FFF0000)
+
+    def refuse(err: int) -> bytes:
+        return op(ret, 0x00050000 | err)
+
+    import errno
+
+    prog = [op(ld, 4), op(jeq, arch, 1, 0), refuse(errno.ENOSYS)]  # another ABI: nothing at all
+    prog += [op(ld, 0), op(jge, 0x40000000, 0, 1), refuse(errno.ENOSYS)]  # x32 numbers
+    for name, number in forks.items():
+        prog += [op(jeq, number, 0, 1), refuse(errno.ENOSYS if name == "clone3" else errno.EAGAIN)]
+    for number in lasting:
+        prog += [op(jeq, number, 0, 1), refuse(errno.EPERM)]
+    prog += [op(jeq, clone, 1, 0), allow, op(ld, 16), op(jset, CLONE_THREAD, 1, 0)]
+    prog += [refuse(errno.EAGAIN), allow]  # args[0] (flags): a thread may start, a process not
+    return b"".join(prog)
+
+
+class Confinement:
+    """What a timed run applies to itself before its program runs, so that its work cannot move
+    to another process: the seccomp filter (prepared here, once: a timed run imports nothing)."""
+
+    def __init__(self):
+        self.prctl = self.fprog = None
+        program = seccomp_filter()
+        if program is None:
+            return
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            class Filter(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            self._code = ctypes.create_string_buffer(program, len(program))
+            self.fprog = ctypes.byref(Filter(len(program) // 8, ctypes.addressof(self._code)))
+            self.prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def apply(self) -> bytes:
+        """The seccomp filter (b"s"), else RLIMIT_NPROC 1, which stops threads too (b"n", where
+        the kernel enforces it: not for root), else nothing (b"-")."""
+        if self.prctl is not None and (
+            self.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+            and self.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) == 0
+        ):
+            return b"s"
+        set_limit("RLIMIT_NPROC", 1)
+        return b"n" if os.getuid() != 0 else b"-"
+
+
+def file_state(folders: list[str]) -> list[tuple]:
+    """Every name under ``folders`` with its type, size and modification time (a timed run that
+    changes any of it could hand state to the next)."""
+    entries: list[tuple] = []
+    for folder in folders:
+        for root, dirs, files in os.walk(folder):
+            for name in sorted(dirs + files):
+                with contextlib.suppress(OSError):
+                    st = os.lstat(os.path.join(root, name))
+                    entries.append((root, name, st.st_mode, st.st_size, st.st_mtime_ns))
+    for table in ("shm", "sem", "msg"):  # System V IPC of this namespace (refused anyway)
+        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{table}", "rb") as f:
+            entries.append((table, f.read()))
+    return entries
+
+
+REHEARSAL = compile(
+    "def _rehearsal(*args):\n"
+    "    total = 0\n"
+    "    for i in range(200):\n"
+    "        total += i * i % 7\n"
+    "    return [len(args), total, 1.5, 'text', (None, True), {'key': [2, 3]}]\n",
+    "<rehearsal>",
+    "exec",
+    dont_inherit=True,
+)
+
+
+def rehearse(args) -> None:
+    """Before the go: load, call and encode a tiny function as a run does, so that the pages of
+    the interpreter every run touches are mapped in this fork before it is measured (a fork
+    shares its parent's memory, but maps file pages such as the interpreter's code anew)."""
+    namespace: dict = {"__name__": "__main__"}
+    exec(REHEARSAL, namespace)
+    output_fields(namespace["_rehearsal"](*args))
+
+
+class Program:
+    """A program a timing session times: compiled here, run only in timed forks."""
+
+    def __init__(self, request: dict):
+        self.mode, self.entry_point = request["mode"], request.get("entry_point")
+        self.code = compile(request["code"], "<solution>", "exec", dont_inherit=True)
+        setup = request.get("setup")
+        self.setup = compile(setup, "<setup>", "exec", dont_inherit=True) if setup else None
+
+
+def timed_process(
+    program: Program,
+    confinement: Confinement,
+    job: protocol.Job,
+    prepared,
+    fds: dict[str, int],
+    report: int,
+    go: int,
+) -> None:
+    """In the fork: confine, wait for the go, run the program once, answer; never returns."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(fds.get("stdin", devnull), 0)
+        os.dup2(fds.get("stdout", devnull), 1)
+        os.dup2(devnull, 2)
+        os.dup2(report, REPORT_FD)
+        os.dup2(go, GO_FD)
+        os.closerange(GO_FD + 1, 1 << 16)  # the channel, logs and every other descriptor
+        drop_privileges(job.drop_to)
+        set_limit("RLIMIT_FSIZE", job.limits.fsize)
+        guard = confinement.apply()
+        rehearse(prepared if program.mode == "call" else ())
+        os.write(REPORT_FD, b"r" + guard)
+        if os.read(GO_FD, 1) != b"g":
+            os._exit(0)
+    except BaseException:  # noqa: BLE001
+        os._exit(3)
+    # from here on program code runs: nothing this process says is trusted
+    fields: dict = {"status": "ok"}
+    output_json = None
+    try:
+        if program.mode == "stdio":
+            sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            try:
+                exec(program.code, {"__name__": "__main__", "__builtins__": __builtins__})
+            except SystemExit as exc:
+                if exc.code not in (None, 0):
+                    raise RuntimeError(f"exit status {exc.code!r}") from None
+            sys.stdout.flush()
+        else:
+            namespace: dict = {"__name__": "__main__"}
+            exec(program.code, namespace)
+            if program.setup is not None:
+                exec(program.setup, namespace)
+            if program.mode == "call":
+                output = entry(namespace, program.entry_point)(*prepared)
+            else:
+                output = eval(prepared, namespace)
+            extra, output_json = output_fields(output)
+            fields.update(extra)
+    except BaseException as exc:  # noqa: BLE001
+        status, error = error_status(exc)
+        fields = {"status": status, "error": error}
+        output_json = None
+    with contextlib.suppress(BaseException):
+        data = memoryview(protocol.event_line({"event": "timed", **fields}, output_json))
+        while data:
+            data = data[os.write(REPORT_FD, data) :]
+    with contextlib.suppress(BaseException):
+        os.read(GO_FD, 1)  # stopped and ended here by the process that measures it
+    os._exit(0)
+
+
+def read_report(fd: int, pidfd: int, clock: int, cpu_limit: float, deadline: float):
+    """A timed run's answer line; (None, reason) if it ended, or used its CPU or wall-clock
+    limit, first."""
+    chunks, size = [], 0
+    while True:
+        now = time.perf_counter()
+        if now > deadline:
+            return None, "wall-clock limit exceeded"
+        ready = readable(fd, min(0.05, deadline - now))
+        with contextlib.suppress(OSError):
+            if time.clock_gettime(clock) > cpu_limit:
+                return None, "CPU-time limit exceeded"
+        if not ready:
+            if readable(pidfd, 0):
+                return None, "it ended without an answer"
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None, "it ended without an answer"
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            return b"".join(chunks), None
+        if size > protocol.MAX_LINE_BYTES:
+            return None, "an answer larger than the report limit"
+
+
+def timed_run(
+    program: Program,
+    confinement: Confinement,
+    job: protocol.Job,
+    test: dict,
+    prepared,
+    watched: list[str],
+) -> bytes:
+    """One fresh fork of this process runs the program once on ``test``'s input, measured here:
+    CPU from the go to the answer, peak memory above its memory at the go; a ``timed`` line."""
+    fds: dict[str, int] = {}
+    if program.mode == "stdio":
+        fds = {"stdin": memfd("stdin", prepared), "stdout": memfd("stdout")}
+    report_r, report_w = map(high, os.pipe())
+    go_r, go_w = map(high, os.pipe())
+    before = file_state(watched)
+    pid = os.fork()
+    if pid == 0:
+        timed_process(program, confinement, job, prepared, fds, report_w, go_r)
+    os.close(report_w)
+    os.close(go_r)
+    clock = ((~pid) << 3) | 2  # its CPU clock, all threads, read from outside
+    pidfd = os.pidfd_open(pid)
+    cpu_limit, wall_limit = float(test["cpu_limit"]), float(test.get("wall_limit") or 0)
+    wall_limit = wall_limit or 3 * cpu_limit + 5
+    result: dict = {}
+    try:
+        confined = read_exact(report_r, 2, time.perf_counter() + 30)
+        if confined is None or confined[:1] != b"r":
+            result = {"status": "error", "error": "the timed process did not start"}
+        elif confined[1:] == b"-":
+            result = {"status": "error", "error": "new processes cannot be forbidden here"}
+        else:
+            start_cpu, start_kb = time.clock_gettime(clock), rss_of(pid)
+            started = time.perf_counter()
+            os.write(go_w, b"g")
+            line, why = read_report(report_r, pidfd, clock, cpu_limit, started + wall_limit)
+            ended = time.perf_counter()
+            if line is None:
+                result = {"status": "timeout" if "limit" in why else "error", "error": why}
+            else:
+                end_cpu = stopped_clock(pid, pidfd, clock)  # None: it ended (rusage counts)
+                result = {"line": line, "end": end_cpu, "start": start_cpu, "wall": ended - started}
+    finally:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        _, _, usage = os.wait4(pid, 0)
+        os.close(pidfd)
+        for fd in (report_r, go_w):
+            os.close(fd)
+    output = None
+    if program.mode == "stdio" and "line" in result:
+        output = read_all(fds["stdout"], job.limits.fsize).decode("utf-8", "replace")
+    for fd in fds.values():
+        os.close(fd)
+    if "line" not in result:
+        return protocol.event_line({"event": "timed", **result})
+    if file_state(watched) != before:
+        return protocol.event_line(
+            {"event": "timed", "status": "error", "error": "it changed files while timed"}
+        )
+    end_cpu = result["end"]
+    if end_cpu is None:
+        end_cpu = usage.ru_utime + usage.ru_stime
+    measured = {
+        "cpu": end_cpu - result["start"],
+        "wall": result["wall"],
+        "peak_kb": max(0, usage.ru_maxrss - start_kb),
+    }
+    line = result["line"]
+    if output is not None:  # stdio: the answer is what it wrote
+        return protocol.event_line(
+            {"event": "timed", "status": "ok", **measured}, json.dumps(output)
+        )
+    # its own line, with the measurements put first (an output, when there is one, stays last)
+    try:
+        event = protocol.parse_event(line.rstrip(b"\n"))
+    except protocol.ProtocolError as exc:
+        return protocol.event_line({"event": "timed", "status": "error", "error": str(exc)})
+    if event["event"] != "timed" or any(key in event for key in measured):
+        return protocol.event_line({"event": "timed", "status": "error", "error": "forged"})
+    head = {k: v for k, v in event.items() if k != "output"}
+    if "output" in event:
+        return protocol.event_line({**head, **measured}, event["output"].decode())
+    return protocol.event_line({**head, **measured})
+
+
+def readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` (any number: these live above 1024, beyond select's reach) has data or its
+    end, waiting up to ``timeout`` seconds."""
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(max(0, timeout) * 1000))
+
+
+def stopped_clock(pid: int, pidfd: int, clock: int) -> float | None:
+    """The CPU clock of a process once it is stopped (SIGSTOP; its accounting is then complete:
+    a running process's clock can lag behind); None if it ended meanwhile (it stays waitable)."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGSTOP)
+        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+        if info is None or info.si_code != os.CLD_STOPPED:
+            return None
+        return time.clock_gettime(clock)
+    except OSError:
+        return None
+
+
+def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        left = deadline - time.perf_counter()
+        if left <= 0 or not readable(fd, left):
+            return None
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def rss_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def serve_timing(job: protocol.Job, channel: Channel) -> None:
+    """A timing session, for any number of programs: ``program`` compiles one (``load``),
+    ``prepare`` decodes a test's input here (once, before any fork), and each ``time`` request is
+    one timed run of the program on it in a fresh fork."""
+    not_dumpable()
+    import array  # noqa: F401 - what encoding an answer imports: loaded once, here, not per run
+    import hashlib  # noqa: F401
+    import io  # noqa: F401
+    import pickle  # noqa: F401
+
+    confinement = Confinement()
+    watched = [os.getcwd(), *job.watched]
+    program: Program | None = None
+    test, prepared = None, None
+    while (request := channel.receive()) is not None:
+        op = request["op"]
+        if op == "program":
+            program = test = prepared = None
+            try:
+                program = Program(request)
+            except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                channel.send({"event": "load", "status": "syntax_error", "error": error})
+            else:
+                channel.send({"event": "load", "status": "ok"})
+        elif op == "prepare" and program is not None:
+            test = request["test"]
+            if program.mode == "call":
+                prepared = codec.decode(test["args"])
+            elif program.mode == "expr":
+                prepared = compile(test["expr"], "<test>", "eval", dont_inherit=True)
+            else:
+                prepared = test["stdin"].encode()
+            channel.send({"event": "prepared"})
+        elif op == "time" and program is not None and test is not None:
+            line = timed_run(program, confinement, job, test, prepared, watched)
+            data = memoryview(line)
+            while data:
+                data = data[os.write(channel.fd, data) :]
+        else:
+            raise ValueError(f"unexpected request {op!r}")
+
+
 def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # room for the descriptors above 1000
     if soft != resource.RLIM_INFINITY and soft < 4096:
@@ -545,21 +887,17 @@ def main() -> None:
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
     install_exit_builtins()
-    if job.tests is None and job.mode != "stdio":
-        import pickle  # noqa: F401 - a timing session copies inputs with it: loaded before the
-        # memory baseline the harness reads at "ready"
     channel.send({"event": "ready"})  # the harness learns this process's pid from the socket
-    if job.mode == "stdio":
+    if job.tests is None:
+        serve_timing(job, channel)
+    elif job.mode == "stdio":
         serve_programs(job, channel)
     else:
         drop_privileges(job.drop_to)
         set_limit("RLIMIT_FSIZE", job.limits.fsize)
         loaded, ok = load_program(job, channel)
         if ok:
-            if job.tests is None:
-                serve_call_session(job, channel, loaded)
-            else:
-                judge_calls(job, channel, loaded)
+            judge_calls(job, channel, loaded)
     channel.wait_for_close()
     os._exit(0)
 

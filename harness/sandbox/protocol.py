@@ -84,14 +84,15 @@ class Job(_Record):
     ``Class.method``); ``setup`` (expr mode: set-up code run after the program); ``tests``
     (judging; None: a timing session of requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
     compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
-    that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU).
+    that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU);
+    ``watched`` (a timing session: folders a timed run must leave as they were).
     """
 
     __slots__ = (
         "code", "mode", "limits", "entry_point", "setup", "tests", "stop_on_error",
-        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu",
+        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu", "watched",
     )  # fmt: skip
-    _setup, _stop_on_error, _load_cpu_limit, _sys_path = "", True, 5.0, ()
+    _setup, _stop_on_error, _load_cpu_limit, _sys_path, _watched = "", True, 5.0, (), ()
     code: str
     mode: str
     limits: Limits
@@ -104,6 +105,7 @@ class Job(_Record):
     drop_to: int | None
     sys_path: list[str] | None
     cpu: int | None
+    watched: list[str]
 
     def to_line(self) -> bytes:
         return json.dumps(self.to_dict()).encode() + b"\n"
@@ -150,19 +152,16 @@ _FIELDS: dict[str, dict[str, tuple[Any, bool]]] = {
         "peak_kb": (int, False),
         "calls": (int, False),
     },
-    "prepared": {"copies": (int, True)},
-    "called": {
+    "prepared": {},
+    # a timing session's run: measured by the child, which never runs program code itself
+    "timed": {
         "status": (str, True),
-        "output": (_ANY, False),
+        "error": (str, False),
+        "cpu": ((int, float), False),
+        "wall": ((int, float), False),
+        "peak_kb": (int, False),
         "digest": (str, False),
-        "error": (str, False),
-    },
-    "ran": {
-        "status": (str, True),
-        "error": (str, False),
-        "cpu": ((int, float), True),
-        "wall": ((int, float), True),
-        "peak_kb": (int, True),
+        "output": (_ANY, False),
     },
     "done": {},
 }

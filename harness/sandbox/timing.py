@@ -1,24 +1,26 @@
-"""Timing sessions: how much CPU time and memory a program that passed uses per test, measured
-the same way for it and for its reference. Blocking; one session at a time (the executor
-serializes them), the harness thread and the child pinned to the same CPU.
+"""Timing sessions: how much CPU time and memory a program that passed uses on its task's
+heaviest tests, measured the same way for it and for its reference. Blocking; one session at a
+time (the executor serializes them), the harness thread and the child pinned to the same CPU.
 
-``call`` and ``expr`` suites: the harness drives the child one request at a time. ``prepare``
-decodes fresh copies of a test's input (the inputs exist in the child only from then on, so
-nothing can be computed ahead); ``call`` runs the program on them, and the harness reads the
-child's CPU clock just before sending it and when the answer arrives: that window is the sample.
-Fast tests run several times within one sample until it lasts MEASUREMENT_MIN_SAMPLE_S (as
-timeit's autorange does). Peak memory comes from single calls: the harness resets the child's
-high-water mark before the call and reads it after. Every CPU second the child spends after
-loading is accounted for: CPU outside the windows (a thread working between requests) and
-inputs that cost far more to prepare than the reference's are reported, and the executor
-refuses such a measurement.
+The session's child never runs program code (``child.serve_timing``): it compiles the program,
+decodes a test's input once, and for every timed run forks a fresh process that confines itself
+(no new processes, no kernel state that outlives it), runs the program's module code and one
+call, and answers. The child measures that process from outside it: CPU from the moment it was
+let go to the moment its answer arrived, and its peak memory above its memory at that moment. So
 
-``stdio`` suites: each run of a test is a fresh process of the child's, measured by the child
-with ``wait4`` (trusted; see ``child.py``).
+- nothing the program keeps between calls (a cache, a table, a lazy global) reaches the next
+  run: every run starts from the state before the program loaded, and a run that changes the
+  file system is refused;
+- every process counts: a timed run cannot start one (a seccomp filter; RLIMIT_NPROC where
+  that is missing), and the CPU clock counts all its threads;
+- module code counts: a program that precomputes at import pays for it in every run.
+
+The harness checks each run's answer against the expected output (a program that answers
+differently when timed gets no measurement), and takes the median over runs.
 
 Calibration: the machine's speed drifts (on this project's VM up to twofold within a tenth of a
 second), so the harness thread times a fixed piece of interpreter work just before and just
-after each test's samples, and ratios compare CPU times in units of that work.
+after each test's runs, and ratios compare CPU times in units of that work.
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import (
     CALIBRATION_SAMPLE_S,
+    MEASUREMENT_EXTRA_BUDGET_S,
     MEASUREMENT_FIXED_LAYOUT,
-    MEASUREMENT_MIN_SAMPLE_S,
+    MEASUREMENT_MAX_REPEATS_FACTOR,
+    MEASUREMENT_PRECISION,
+    MEASUREMENT_RESOLUTION_S,
     MEASUREMENT_WARMUP,
-    REFERENCE_CPU_LIMIT_S,
     STARTUP_ALLOWANCE_S,
 )
 from ..errors import CorebenchError
@@ -45,7 +49,8 @@ from .judging import wall_budget
 from .protocol import Job
 from .supervisor import Budget, Child, Stopped
 
-MAX_LOOPS = 10_000  # calls per timed sample at most
+# (index of the test in run order, the timed event) -> whether its answer is acceptable
+Check = Callable[[int, dict[str, Any]], bool]
 
 
 def calibration_work() -> int:
@@ -73,19 +78,17 @@ class TestTiming:
 
     __test__ = False  # not a pytest class
 
-    cpu_s: float  # median CPU seconds per call (all the program's threads)
-    wall_s: float  # median wall seconds per call
-    peak_kb: int  # peak memory above the child's before the program loaded
-    calibration_s: float  # calibration work's CPU seconds per call around the samples
-    loops: int  # calls per timed sample
-    prepare_s: float | None = None  # CPU seconds per prepared input copy (call/expr)
+    index: int  # the test, in the suite's run order
+    cpu_s: float  # median CPU seconds of a run (module code and one call; all threads)
+    wall_s: float  # median wall seconds of a run
+    peak_kb: int  # the largest peak memory of a run, above its memory when it was let go
+    calibration_s: float  # calibration work's CPU seconds per call around the runs
+    runs: int = 0  # timed runs
 
 
 @dataclass
 class Timed:
     tests: list[TestTiming] = field(default_factory=list)
-    windows_cpu_s: float = 0.0  # the child's CPU inside the windows the harness measured
-    outside_cpu_s: float = 0.0  # ... and outside them, after loading (call/expr)
 
 
 def pick_cpu() -> int | None:
@@ -110,186 +113,136 @@ def pinned(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-class _Session:
-    """The windows of one child, each measured from outside it."""
-
-    def __init__(self, child: Child):
-        self.child = child
-        self.windows_cpu = 0.0
-
-    def window(
-        self, request: dict[str, Any], budget: Budget, kind: str
-    ) -> tuple[float, float, dict]:
-        """Send ``request``; (CPU seconds, wall seconds, event) until its answer arrived."""
-        child = self.child
-        child.send(request)
-        start = child.marks
-        event = child.read_event(budget)
-        if event["event"] != kind:
-            raise Stopped("violation", f"a {event['event']} report where {kind} was due")
-        if start.cpu_s is None or child.marks.cpu_s is None:
-            raise Stopped("gone", "it could not be measured")
-        cpu = child.marks.cpu_s - start.cpu_s
-        self.windows_cpu += cpu
-        return cpu, child.marks.wall_s - start.wall_s, event
+def precise(cpus: list[float]) -> bool:
+    """Whether the median of ``cpus`` is known well enough: half the interquartile range is at
+    most MEASUREMENT_PRECISION of the median, or at most MEASUREMENT_RESOLUTION_S (a run's own
+    noise: a test of a few microseconds cannot be timed to 3 % of itself, and need not be)."""
+    if len(cpus) < 3:
+        return False
+    q1, middle, q3 = statistics.quantiles(cpus, n=4, method="inclusive")
+    return (q3 - q1) / 2 <= max(MEASUREMENT_PRECISION * middle, MEASUREMENT_RESOLUTION_S)
 
 
-def _failed(event: dict[str, Any]) -> CorebenchError:
-    return CorebenchError(
-        "a solution that passed failed during the measurement phase: "
-        f"{event.get('error') or event['status']}"
-    )
+class Timer:
+    """The measurement phase's child, started once (pinned, without address-space randomization)
+    and kept: it times every program the executor measures, one request at a time. Blocking and
+    not thread-safe: the executor drives it from one thread at a time."""
+
+    def __init__(self, job: Job, mode: str):
+        self.job, self.mode = job, mode
+        self.cpu = pick_cpu()
+        self.job.cpu = self.cpu
+        self.child: Child | None = None
+        self.loops = 1
+
+    def _started(self) -> Child:
+        if self.child is None:
+            child = Child(self.job, mode=self.mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT)
+            try:
+                child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+            except Stopped as stop:
+                child.kill()
+                child.finish(grace_s=0)
+                raise CorebenchError(
+                    f"the measurement phase could not start: {stop.detail}"
+                ) from None
+            self.child = child
+            self.loops = max(1, math.ceil(CALIBRATION_SAMPLE_S / max(calibration_sample(10), 1e-9)))
+        return self.child
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+            self.child.finish(grace_s=0)
+            self.child = None
+
+    def _calibrate(self) -> float:
+        """The calibration work's CPU seconds per call, with the session's child stopped."""
+        assert self.child is not None and self.child.meter is not None
+        with self.child.meter.stopped():
+            return calibration_sample(self.loops)
+
+    def time(
+        self,
+        program: dict[str, Any],
+        specs: dict[int, dict[str, Any]],
+        repeats: int,
+        check: Check,
+    ) -> Timed:
+        """The tests ``specs`` (run-order index -> test) of ``program`` (its code, setup, mode
+        and entry point), one after another."""
+        with pinned(self.cpu):
+            child = self._started()
+            try:
+                child.send({"op": "program", **program})
+                load = child.expect("load", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+                if load["status"] != "ok":
+                    raise CorebenchError(
+                        "a solution that passed failed during the measurement phase: "
+                        f"{load.get('error') or load['status']}"
+                    )
+                session = Session(child, check)
+                return Timed(
+                    [
+                        session.time(i, spec, repeats, self._calibrate)
+                        for i, spec in sorted(specs.items())
+                    ]
+                )
+            except Stopped as stop:
+                self.close()
+                raise CorebenchError(
+                    f"the measurement phase stopped the program: {stop.detail}"
+                ) from None
 
 
-class CallSession(_Session):
-    """call/expr: prepare, then call, one request at a time."""
+class Session:
+    """The timed runs of one program, one request at a time."""
 
-    def __init__(self, child: Child, baseline_kb: int):
-        super().__init__(child)
-        self.baseline_kb = baseline_kb
+    def __init__(self, child: Child, check: Check):
+        self.child, self.check = child, check
 
-    def prepare(self, spec: dict[str, Any], copies: int) -> float:
-        budget = Budget(REFERENCE_CPU_LIMIT_S, wall_budget(REFERENCE_CPU_LIMIT_S))
-        cpu, _, event = self.window(
-            {"op": "prepare", "test": spec, "copies": copies}, budget, "prepared"
-        )
-        if event["copies"] != copies:
-            raise Stopped("violation", "prepared another number of inputs than asked")
-        return cpu
+    def prepare(self, spec: dict[str, Any]) -> None:
+        """The child decodes the test's input once; every run gets a copy-on-write copy."""
+        self.child.send({"op": "prepare", "test": spec})
+        self.child.expect("prepared", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
 
-    def call(
-        self, spec: dict[str, Any], loops: int, memory: bool = False
-    ) -> tuple[float, float, int]:
-        """(CPU, wall) seconds for ``loops`` calls on fresh inputs, and peak memory (KiB above
-        the baseline) when ``memory``."""
-        self.prepare(spec, loops)
-        if memory and not self.child.meter.reset_peak():
+    def run(self, index: int, spec: dict[str, Any]) -> dict[str, Any]:
+        """One timed run, its answer checked."""
+        limit = float(spec["cpu_limit"])
+        allowance = 2 * (spec.get("wall_limit") or wall_budget(limit)) + STARTUP_ALLOWANCE_S
+        self.child.send({"op": "time"})
+        event = self.child.expect("timed", Budget(None, allowance))
+        if event["status"] != "ok":
             raise CorebenchError(
-                "the program's memory cannot be measured (it made itself unreadable)"
+                "a solution that passed failed during the measurement phase: "
+                f"{event.get('error') or event['status']}"
             )
-        limit = REFERENCE_CPU_LIMIT_S * loops
-        cpu, wall, event = self.window({"op": "call"}, Budget(limit, wall_budget(limit)), "called")
-        if event["status"] != "ok":
-            raise _failed(event)
-        peak = 0
-        if memory:
-            measured = self.child.meter.memory_kb()
-            if measured is None:
-                raise CorebenchError("the program's memory could not be read")
-            peak = max(0, measured[1] - self.baseline_kb)
-        return cpu, wall, peak
-
-    def loops(self, spec: dict[str, Any]) -> int:
-        """Calls per timed sample so that a sample lasts MEASUREMENT_MIN_SAMPLE_S: the cost of one
-        call from two probe windows (1 call, then n), so that the window's own fixed cost (the
-        request and the answer) cancels. The program can only change how many calls a sample
-        makes, never what a sample measures."""
-        single = self.call(spec, 1)[0]
-        if single >= MEASUREMENT_MIN_SAMPLE_S:
-            return 1
-        n = min(MAX_LOOPS, max(2, math.ceil(MEASUREMENT_MIN_SAMPLE_S / max(single, 1e-9))))
-        several = self.call(spec, n)[0]
-        per_call = (several - single) / (n - 1)
-        if per_call <= 0:
-            per_call = several / n
-        return max(1, min(MAX_LOOPS, math.ceil(MEASUREMENT_MIN_SAMPLE_S / per_call)))
-
-    def peak(self, spec: dict[str, Any], repeats: int) -> int:
-        """Peak memory of single calls on fresh inputs (also the test's warm-up); taken before any
-        test is timed, so memory an allocator kept from large timed batches does not count."""
-        return max(self.call(spec, 1, memory=True)[2] for _ in range(max(1, repeats)))
-
-    def time(self, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:
-        loops = self.loops(spec)
-        prepared = self.prepare_cpu_probe(spec)
-        before = calibrate()
-        samples = [self.call(spec, loops) for _ in range(repeats)]
-        after = calibrate()
-        return TestTiming(
-            cpu_s=statistics.median(cpu / loops for cpu, _, _ in samples),
-            wall_s=statistics.median(wall / loops for _, wall, _ in samples),
-            peak_kb=0,
-            calibration_s=(before + after) / 2,
-            loops=loops,
-            prepare_s=prepared,
-        )
-
-    def prepare_cpu_probe(self, spec: dict[str, Any], copies: int = 8, probes: int = 3) -> float:
-        """CPU seconds per prepared copy of this test's input, the least of ``probes`` windows (one
-        window can catch a hiccup of the machine; work a program hides there shows in all).
-        Checked against the reference's: an honest program cannot make its inputs slower to
-        prepare."""
-        return min(self.prepare(spec, copies) for _ in range(probes)) / copies
-
-
-class ProgramSession(_Session):
-    """stdio: one fresh, child-measured process per run."""
-
-    def peak(self, spec: dict[str, Any], repeats: int) -> int:
-        return 0  # every run is a fresh process: its peak comes with its timing
-
-    def run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        allowance = 2 * spec["wall_limit"] + STARTUP_ALLOWANCE_S
-        _, _, event = self.window({"op": "run", "test": spec}, Budget(None, allowance), "ran")
-        if event["status"] != "ok":
-            raise _failed(event)
+        if not self.check(index, event):
+            raise CorebenchError(
+                f"a solution that passed gave a wrong answer on test {index} while timed"
+            )
         return event
 
-    def time(self, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:
+    def time(self, index: int, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:
+        """``repeats`` timed runs, and more (up to MEASUREMENT_MAX_REPEATS_FACTOR times as many,
+        within MEASUREMENT_EXTRA_BUDGET_S of CPU) until the median is precise."""
+        self.prepare(spec)
         for _ in range(MEASUREMENT_WARMUP):
-            self.run(spec)
+            self.run(index, spec)
         before = calibrate()
-        runs = [self.run(spec) for _ in range(repeats)]
+        runs = [self.run(index, spec) for _ in range(repeats)]
+        most, extra = MEASUREMENT_MAX_REPEATS_FACTOR * repeats, 0.0
+        while len(runs) < most and extra < MEASUREMENT_EXTRA_BUDGET_S:
+            if precise([r["cpu"] for r in runs]):
+                break
+            runs.append(self.run(index, spec))
+            extra += runs[-1]["cpu"]
         after = calibrate()
         return TestTiming(
+            index=index,
             cpu_s=statistics.median(r["cpu"] for r in runs),
             wall_s=statistics.median(r["wall"] for r in runs),
             peak_kb=max(r["peak_kb"] for r in runs),
             calibration_s=(before + after) / 2,
-            loops=1,
+            runs=len(runs),
         )
-
-
-def time_program(job: Job, specs: list[dict[str, Any]], repeats: int, *, mode: str) -> Timed:
-    """Every test of ``job``'s program (a session job: no tests in it), one after another."""
-    cpu = pick_cpu()
-    job.cpu = cpu
-    with pinned(cpu), Child(job, mode=mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT) as child:
-        loops = max(1, math.ceil(CALIBRATION_SAMPLE_S / max(calibration_sample(10), 1e-9)))
-
-        def calibrate() -> float:
-            with child.meter.stopped():  # none of the program's threads beside the calibration
-                return calibration_sample(loops)
-
-        try:
-            child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
-            memory = child.meter.memory_kb()
-            if memory is None:
-                raise CorebenchError("the program's memory could not be read")
-            load = child.expect(
-                "load", Budget(STARTUP_ALLOWANCE_S, wall_budget(STARTUP_ALLOWANCE_S))
-            )
-            if load["status"] != "ok":
-                raise _failed(load)
-            loaded_cpu = child.marks.cpu_s
-            session: CallSession | ProgramSession = (
-                ProgramSession(child) if job.mode == "stdio" else CallSession(child, memory[0])
-            )
-            peaks = [session.peak(spec, repeats) for spec in specs]  # before any timing (call/expr)
-            timed = Timed([session.time(spec, repeats, calibrate) for spec in specs])
-            for test, peak in zip(timed.tests, peaks, strict=True):
-                test.peak_kb = max(test.peak_kb, peak)
-            if job.mode != "stdio":
-                total = child.cpu_s()
-                if total is None or loaded_cpu is None:
-                    raise CorebenchError("the program could not be measured to the end")
-                timed.windows_cpu_s = session.windows_cpu
-                timed.outside_cpu_s = max(0.0, total - loaded_cpu - session.windows_cpu)
-        except Stopped as stop:
-            child.kill()
-            raise CorebenchError(
-                f"the measurement phase stopped the program: {stop.detail}"
-            ) from None
-        finally:
-            child.finish(grace_s=0)
-    return timed

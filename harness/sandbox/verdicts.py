@@ -79,19 +79,21 @@ class Verdicts:
         self.checked: dict[int, tuple[Any, bool]] = {}
 
     def check(self, index: int, event: dict[str, Any]) -> tuple[Any, bool]:
-        """(output, acceptable) for a test event with status ok."""
+        """(output, acceptable) for a test event with status ok, compared once per test."""
         if index not in self.checked:
-            name, i, args = self.plan[index]
-            if self._identical(name, i, event):  # no decoding: the same text as expected
-                self.checked[index] = (event["output"], True)
-                return self.checked[index]
-            output = decoded(event)
-            try:
-                ok = bool(self.comparator(output, self.expected[name][i], args))
-            except Exception:  # a comparator meeting mismatched plain data
-                ok = False
-            self.checked[index] = (output, ok)
+            self.checked[index] = self.compare(index, event)
         return self.checked[index]
+
+    def compare(self, index: int, event: dict[str, Any]) -> tuple[Any, bool]:
+        """(output, acceptable) for an event with status ok that answers test ``index``."""
+        name, i, args = self.plan[index]
+        if self._identical(name, i, event):  # no decoding: the same text as expected
+            return event["output"], True
+        output = decoded(event)
+        try:
+            return output, bool(self.comparator(output, self.expected[name][i], args))
+        except Exception:  # a comparator meeting mismatched plain data
+            return output, False
 
     def _identical(self, name: str, index: int, event: dict[str, Any]) -> bool:
         """The output is the reference's, byte for byte (a comparator that accepts equal values

@@ -149,10 +149,8 @@ class JudgeService:
     def _inline(self, tests: Any) -> FunctionalSuite:
         try:
             return tests.suite(self.comparators)
-        except UnknownNameError as exc:
-            raise RequestError(422, str(exc)) from None
-        except CorebenchError as exc:
-            raise RequestError(422, str(exc)) from None
+        except (CorebenchError, ValueError, TypeError) as exc:  # e.g. a line that is no assert
+            raise RequestError(422, f"tests: {exc}") from None
 
     def _task_suite(self, ref: TaskRef) -> FunctionalSuite:
         options = json.dumps(ref.options, sort_keys=True)

@@ -113,6 +113,9 @@ class JudgeServer:
         return 200, self.service.examples(_validate(ExamplesRequest, data))
 
 
+# How deeply a request body may nest: a request's own structure takes about 8 levels, a test's
+# values the rest; deeper data would exhaust the recursion of the decoders behind the parser.
+MAX_DEPTH = 100
 ROUTES = {  # path -> the method it takes
     "/health": "GET",
     "/metrics": "GET",
@@ -126,9 +129,27 @@ def _parse(body: bytes | None) -> Any:
     if body is None:
         raise RequestError(411, "a POST needs a body with a Content-Length")
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError(400, f"the body nests deeper than {MAX_DEPTH} levels") from None
+    if _depth(data) > MAX_DEPTH:
+        raise RequestError(400, f"the body nests deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply JSON data nests (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth)
+            stack.extend((item, depth + 1) for item in value if isinstance(item, (dict, list)))
+    return deepest
 
 
 def _validate(model: type[BaseModel], data: Any) -> Any:

@@ -1,0 +1,256 @@
+"""The measurement phase against programs that try to look faster or smaller than they are, and
+against known answers: each timed run is a fresh process that cannot keep state, start a
+process or leave files behind, and a worse algorithm or a larger allocation shows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from corebench.harness import FunctionalSuite
+from corebench.harness.errors import CorebenchError
+from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox.executor import heavy_tests
+from corebench.harness.sandbox.timing import precise
+
+pytestmark = pytest.mark.measurement_phase
+
+# about 20-40 ms of interpreter work per call on this project's machines: IPC and the fork of a
+# timed run are negligible beside it
+PLAIN = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+SQUARES = FunctionalSuite(
+    entry_point="f",
+    reference_code=PLAIN,
+    inputs={"base": [[3], [300_000], [200_000]], "plus": [[400_000], [10]]},
+    fingerprint="test-measurement-squares",
+)
+MEMOIZED = "_seen = {}\n" + PLAIN.replace(
+    "def f(n):\n", "def f(n):\n    if n in _seen:\n        return _seen[n]\n"
+).replace("    return s\n", "    _seen[n] = s\n    return s\n")
+LRU_CACHED = "import functools\n\n@functools.lru_cache(maxsize=None)\n" + PLAIN
+# the first call builds a table that makes every later call cheap (a sum in C over a list)
+FIRST_CALL_TABLE = (
+    "_squares = []\n"
+    "def f(n):\n"
+    "    if len(_squares) < n:\n"
+    "        _squares.extend(i * i for i in range(len(_squares), n))\n"
+    "    return sum(_squares[:n])\n"
+)
+# an object warmed on first use and kept in a global
+LAZY_GLOBAL = (
+    "class _Summer:\n"
+    "    def __init__(self):\n        self.done = {}\n"
+    "    def total(self, n):\n"
+    "        if n not in self.done:\n"
+    "            self.done[n] = sum(i * i for i in range(n))\n"
+    "        return self.done[n]\n"
+    "_summer = None\n"
+    "def f(n):\n"
+    "    global _summer\n"
+    "    if _summer is None:\n        _summer = _Summer()\n"
+    "    return _summer.total(n)\n"
+)
+# the work moved to a helper process started at import, fed over pipes (falls back to doing the
+# work itself where it may not start one)
+OFFLOADED = (
+    "import os\n"
+    "try:\n"
+    "    _requests, _ask = os.pipe()\n"
+    "    _answer, _reply = os.pipe()\n"
+    "    _helper = os.fork()\n"
+    "except OSError:\n"
+    "    _helper = None\n"
+    "if _helper == 0:\n"
+    "    while True:\n"
+    "        n = int(os.read(_requests, 64))\n"
+    "        s = 0\n"
+    "        for i in range(n):\n            s += i * i\n"
+    "        os.write(_reply, str(s).encode().ljust(64))\n"
+    "def f(n):\n"
+    "    if _helper is None:\n"
+    "        s = 0\n"
+    "        for i in range(n):\n            s += i * i\n"
+    "        return s\n"
+    "    os.write(_ask, str(n).encode().ljust(64))\n"
+    "    return int(os.read(_answer, 64))\n"
+)
+# the same, started during the call, through subprocess: the helper's CPU is not this process's
+SUBPROCESS = (
+    "import subprocess, sys\n"
+    "def f(n):\n"
+    "    code = f's = 0\\nfor i in range({n}):\\n    s += i * i\\nprint(s)'\n"
+    "    return int(subprocess.run([sys.executable, '-c', code], capture_output=True).stdout)\n"
+)
+# answers from a file that an earlier run left behind
+FILE_CACHE = (
+    "import os\n"
+    "def f(n):\n"
+    "    path = f'cache-{n}'\n"
+    "    if os.path.exists(path):\n"
+    "        with open(path) as cached:\n            return int(cached.read())\n"
+    "    s = 0\n"
+    "    for i in range(n):\n        s += i * i\n"
+    "    with open(path, 'w') as cached:\n        cached.write(str(s))\n"
+    "    return s\n"
+)
+# right when judged, a cheap wrong answer when it cannot start a process (as when timed)
+TWO_FACED = (
+    "import os\n"
+    "def f(n):\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError:\n"
+    "        return 0\n"
+    "    if pid == 0:\n        os._exit(0)\n"
+    "    os.waitpid(pid, 0)\n" + PLAIN.split("\n", 1)[1]
+)
+
+
+def measure(code: str, suite: FunctionalSuite = SQUARES, repeats: int = 5):
+    executor = Executor(workers=1)
+    assert asyncio.run(executor.evaluate("t/measure", 0, code, suite)).passed
+    return asyncio.run(executor.measure("t/measure", code, suite, repeats))
+
+
+def test_the_heaviest_tests_for_the_reference_are_measured():
+    plain = measure(PLAIN)
+    assert plain.tests == [1, 2, 3]  # 300k, 200k and 400k, not 3 and 10
+    assert len(plain.test_cpu_s) == len(plain.runs) == 3 and min(plain.runs) >= 5
+    assert plain.test_cpu_s[2] > plain.test_cpu_s[0] > plain.test_cpu_s[1] > 0.002, plain
+    assert 0.8 < plain.runtime_ratio < 1.25, plain  # the reference against itself
+
+
+@pytest.mark.parametrize(
+    ("code", "same_work"),
+    [(MEMOIZED, True), (LRU_CACHED, True), (LAZY_GLOBAL, True), (FIRST_CALL_TABLE, False)],
+    ids=["memoized", "lru_cache", "lazy-global", "first-call-table"],
+)
+def test_what_a_program_keeps_between_calls_does_not_make_it_faster(code, same_work):
+    plain, kept = measure(PLAIN), measure(code)
+    assert kept.runtime_ratio > plain.runtime_ratio / 1.5, (kept, plain)
+    if same_work:  # the first call does what the plain function does, plus a dictionary entry
+        assert kept.runtime_ratio < plain.runtime_ratio * 1.5, (kept, plain)
+    else:  # building the table costs more than the plain loop: it measures slower, as it is
+        assert kept.peak_memory_bytes > 5 * 1024**2, kept  # the table, up to 400,000 squares
+
+
+def test_a_helper_process_started_at_import_does_not_take_the_work_off_the_clock():
+    # judged, its helper does the work (judging allows processes)...
+    executor = Executor(workers=1)
+    assert asyncio.run(executor.evaluate("t/measure", 0, OFFLOADED, SQUARES)).passed
+    # ... timed, the helper cannot start, so the program does the work itself, on the clock
+    offloaded, plain = measure(OFFLOADED), measure(PLAIN)
+    assert offloaded.runtime_ratio > plain.runtime_ratio / 1.5, (offloaded, plain)
+    assert offloaded.runtime_ratio < plain.runtime_ratio * 1.5, (offloaded, plain)
+
+
+def test_a_run_that_starts_a_process_is_refused():
+    with pytest.raises(CorebenchError, match="Resource temporarily unavailable"):
+        measure(SUBPROCESS)
+
+
+def test_a_run_that_leaves_files_behind_is_refused():
+    with pytest.raises(CorebenchError, match="changed files while timed"):
+        measure(FILE_CACHE)
+
+
+def test_a_program_that_answers_differently_when_timed_gets_no_measurement():
+    with pytest.raises(CorebenchError, match="wrong answer on test 1 while timed"):
+        measure(TWO_FACED)
+
+
+def test_a_worse_complexity_class_measures_clearly_slower():
+    # duplicates among 3,000 numbers: a set (O(n)) against every pair (O(n^2), 4.5 M comparisons)
+    suite = FunctionalSuite(
+        entry_point="has_duplicate",
+        reference_code="def has_duplicate(xs):\n    return len(set(xs)) < len(xs)\n",
+        inputs={"base": [[list(range(3000))], [[1, 2, 1]]]},
+        fingerprint="test-measurement-duplicates",
+    )
+    quadratic = (
+        "def has_duplicate(xs):\n"
+        "    for i in range(len(xs)):\n"
+        "        for j in range(i + 1, len(xs)):\n"
+        "            if xs[i] == xs[j]:\n                return True\n"
+        "    return False\n"
+    )
+    same = measure(suite.reference_code, suite)
+    slow = measure(quadratic, suite)
+    assert 0.7 < same.runtime_ratio < 1.4, same
+    assert slow.runtime_ratio > 20, slow
+
+
+def test_ten_times_the_memory_measures_about_ten_times():
+    suite = FunctionalSuite(
+        entry_point="spread",
+        reference_code="def spread(n):\n    return len(list(range(n)))\n",
+        inputs={"base": [[100_000], [5]]},
+        fingerprint="test-measurement-memory",
+    )
+    tenfold = "def spread(n):\n    return len(list(range(10 * n))) // 10\n"
+    same = measure(suite.reference_code, suite)
+    large = measure(tenfold, suite)
+    assert 0.8 < same.memory_ratio < 1.25, same
+    assert 8 < large.memory_ratio < 12, large
+    assert large.peak_memory_bytes > 30 * 1024**2, large  # 1 M list entries: 8 MB + 28 MB of ints
+    assert large.reference_peak_memory_bytes > 3 * 1024**2, large
+
+
+def test_threads_are_counted_in_a_run():
+    # four threads do the work; the main thread only waits
+    threaded = (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "def part(lo, hi):\n    s = 0\n    for i in range(lo, hi):\n        s += i * i\n"
+        "    return s\n"
+        "def f(n):\n"
+        "    with ThreadPoolExecutor(4) as pool:\n"
+        "        return sum(pool.map(lambda k: part(k * n // 4, (k + 1) * n // 4), range(4)))\n"
+    )
+    measured = measure(threaded)
+    assert 0.7 < measured.runtime_ratio < 3, measured
+
+
+def test_module_code_is_part_of_every_run():
+    # a table computed at import: every run pays for it
+    at_import = "_table = [0]\nfor _i in range(400_000):\n    _table.append(_table[-1] + _i * _i)\n"
+    measured = measure(at_import + "def f(n):\n    return _table[n]\n")
+    assert measured.runtime_ratio > 1.0, measured
+
+
+def test_heavy_tests_are_the_costliest_for_the_reference_in_run_order():
+    assert heavy_tests([0.1, None, 0.3, 0.2, 0.05], count=3) == [0, 2, 3]
+    assert heavy_tests([None, None], count=3) == [0, 1]
+    assert heavy_tests([0.2, 0.2, 0.2, 0.2], count=2) == [0, 1]  # ties: the first
+
+
+def test_more_runs_until_the_median_is_precise():
+    assert not precise([1.0, 1.0])  # too few to say
+    assert precise([1.0, 1.01, 0.99, 1.02, 1.0])
+    assert not precise([1.0, 1.3, 0.7, 1.2, 0.8])
+
+
+@pytest.mark.parametrize("mode", ["stdio", "expr"])
+def test_whole_programs_and_assert_style_tests_are_timed_the_same_way(mode):
+    loop = "s = 0\nfor i in range(n):\n    s += i * i\n"
+    if mode == "stdio":
+        reference = "n = int(input())\n" + loop + "print(s)\n"
+        indented = "".join(f"    {line}\n" for line in loop.splitlines())
+        fourfold = "n = int(input())\nfor _ in range(4):\n" + indented + "print(s)\n"
+        inputs = {"base": [["300000\n"], ["5\n"], ["200000\n"]]}
+    else:
+        reference = (
+            "def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
+        )
+        fourfold = reference.replace("def f(n):", "def f(n, again=3):").replace(
+            "return s\n", "return s if not again else f(n, again - 1)\n"
+        )
+        inputs = {"base": [["f(300000)"], ["f(5)"], ["f(200000)"]]}
+    suite = FunctionalSuite(
+        entry_point="", reference_code=reference, inputs=inputs, mode=mode,
+        fingerprint=f"test-measurement-{mode}",
+    )  # fmt: skip
+    same, slow = measure(reference, suite), measure(fourfold, suite)
+    assert same.tests == [0, 1, 2], same  # the three heaviest of three
+    assert 0.7 < same.runtime_ratio < 1.4, same
+    assert 2.5 < slow.runtime_ratio < 6, slow  # four times the work
