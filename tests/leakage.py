@@ -1,10 +1,11 @@
 """Finding hidden tests in the text a model is shown, by value, whatever the formatting.
 
-Every call of a task's entry point written in a text is parsed (``ast``) and its arguments
+Every call of a task's entry point written in a text, and every literal written after the
+word "input" (as the harness describes a failing test), is parsed (``ast``) and its arguments
 compared, as normalised values, with every hidden test's: spacing, quotes, a trailing comma,
 `(1, 2)` against `[1, 2]`, `1.0` against `1` make no difference. Stdin tests are compared as
-their whitespace-separated tokens. A hidden test found in a prompt is a leak unless the task's
-own prompt shows it.
+their whitespace-separated tokens (those of at least 8 tokens: a short stdin such as "3" is in
+every text). A hidden test found in a prompt is a leak unless the task's own prompt shows it.
 """
 
 from __future__ import annotations
@@ -70,6 +71,25 @@ def written_calls(text: str, name: str) -> dict[str, list[Any]]:
     return found
 
 
+def described_inputs(text: str) -> dict[str, list[Any]]:
+    """Argument lists written as the harness describes a failing test (``input [1, 2]: got``,
+    ``input (1, 2)``): each literal list or tuple after the word "input"."""
+    found: dict[str, list[Any]] = {}
+    for match in re.finditer(r"\binputs?\b:?\s*([\[(])", text):
+        start = match.start(1)
+        closer = "]" if text[start] == "[" else ")"
+        position = start
+        while (position := text.find(closer, position + 1, start + LONGEST_CALL)) != -1:
+            try:
+                value = ast.literal_eval(text[start : position + 1])
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                continue
+            if isinstance(value, (list, tuple)):
+                found[normalised(list(value))] = list(value)
+            break
+    return found
+
+
 def shape(args: list[Any]) -> tuple:
     """A cheap fingerprint two equal argument lists share: how many, and each one's length."""
     return tuple(len(a) if isinstance(a, (str, list, tuple, dict, set)) else -1 for a in args)
@@ -128,6 +148,7 @@ def leaks(shown: str, visible: str, suite: FunctionalSuite) -> list[str]:
     name = suite.entry_point or next((n for [e] in suite.flat_inputs if (n := _called_name(e))), "")
     if not name:
         return []
-    written = written_calls(shown, name)
+    written = written_calls(shown, name) | described_inputs(shown)
     hidden = hidden_calls(suite, {shape(args) for args in written.values()})
-    return sorted((set(written) & hidden) - calls_in(visible, name))
+    own = calls_in(visible, name) | set(described_inputs(visible))
+    return sorted((set(written) & hidden) - own)

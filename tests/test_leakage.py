@@ -27,6 +27,8 @@ SYSTEMS = ["direct", "cot", "corecode", "self-debug", "mapcoder", "helper-main"]
 # options that make each system take every feedback path it has
 FEEDBACK = {"corecode": {"debug_rounds": 2, "retrieval": True}, "helper-main": {"turns": 2}}
 BENCHMARKS = ["mbpp", "humaneval", "mbpp-original"]
+# what each system's feedback shows of a program that fails the visible examples
+FEEDBACK_PATHS = {s: "failed" for s in ("corecode", "self-debug", "mapcoder", "helper-main")}
 
 
 def benchmark(name: str, data_dir):
@@ -62,16 +64,24 @@ def test_no_hidden_test_reaches_any_prompt(
         config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted, repeats=0
     )
     runner.run()
-    assert len(scripted.requests) >= 3
+    everything = "\n".join(m.content for r in scripted.requests for m in r.messages)
+    if system in FEEDBACK_PATHS:  # the feedback path really ran: results of a failing program
+        assert FEEDBACK_PATHS[system] in everything, system
     assert leaks_in_prompts(runner, scripted, 3) == {}, system
 
 
 def leaks_in_prompts(runner: Runner, scripted, count: int) -> dict[str, list[str]]:
-    """Per task of the run (its first ``count``), the hidden tests its prompts showed."""
-    messages = [m.content for r in scripted.requests for m in r.messages]
+    """Per task of the run (its first ``count``), the hidden tests its requests showed: every
+    message of every request in which the task's prompt appears (feedback in a later message
+    of the same conversation included)."""
     found = {}
     for task in runner.benchmark.tasks()[:count]:
-        shown = "\n".join(m for m in messages if task.prompt.strip() in m)
+        shown = "\n".join(
+            m.content
+            for r in scripted.requests
+            if any(task.prompt.strip() in m.content for m in r.messages)
+            for m in r.messages
+        )
         assert shown, f"the task prompt of {task.task_id} was never shown"
         suite = runner.benchmark.test_suite(task.task_id)
         if leaked := leaks(shown, task.prompt, suite):
@@ -145,6 +155,9 @@ def test_an_inserted_hidden_test_is_found_whatever_its_formatting(data_dir):
     written = f"similar_elements ( {list(a)} ,\n  {list(b)}, )"
     prompt = task.prompt + f"\nYour code failed: {written} returned None\n"
     assert len(leaks(prompt, task.prompt, suite)) == 1
+    # as the harness describes a failing hidden test
+    failure = f"similar_elements failed on input {tuple(suite.inputs['plus'][9])}: got None"
+    assert len(leaks(task.prompt + failure, task.prompt, suite)) == 1
     # a call that is no hidden test is not reported
     assert leaks(task.prompt + "\nsimilar_elements((99, 98), (97,))", task.prompt, suite) == []
     # assert-style (expression) tests and stdin tests too
