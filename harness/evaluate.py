@@ -123,7 +123,7 @@ def write_reports(run_dir: Path) -> tuple[Path, Path, dict[str, Any]]:
     store = Store(run_dir, create=False)
     results_path, summary_path = run_dir / "results.jsonl", run_dir / "summary.json"
     with open(results_path, "w") as f:
-        for solution, result in store.samples():
+        for solution, result in store.samples(tests=False):
             row = {
                 "task_id": solution.task_id,
                 "sample_index": solution.sample_index,

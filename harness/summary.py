@@ -16,7 +16,7 @@ from .store import Store
 def samples_frame(store: Store) -> pd.DataFrame:
     """One row per finished sample."""
     rows = []
-    for solution, result in store.samples():
+    for solution, result in store.samples(tests=False):
         base = result.suite_verdicts.get("base")
         rows.append(
             {

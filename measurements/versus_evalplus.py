@@ -22,6 +22,7 @@ import copy
 import json
 import multiprocessing
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -53,20 +54,36 @@ def run_samples(run_dir: Path) -> list[dict]:
 
 LIMIT = "the machine's limit"
 CPU_S: dict[str, list[float]] = {}  # per tool: CPU seconds of each run
+BUSY_S: dict[str, list[float]] = {}  # per tool: the machine's busy CPU seconds over each run
+JUDGING_S: list[float] = []  # corebench's own "judged N samples in X s", per run
+JUDGED = re.compile(r"judged \d+ samples in ([0-9.]+) s")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat: every process,
+    the kernel included, however it was started or reaped)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def timed(argv: list[str], env: dict[str, str], tool: str) -> float:
     """Wall seconds of one run; its CPU seconds (user + system of every process that was waited
-    for, as the kernel counts them) are kept in CPU_S."""
+    for, as the kernel counts them) are kept in CPU_S, the machine's busy seconds in BUSY_S."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = machine_busy_s()
     started = time.perf_counter()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
+    BUSY_S.setdefault(tool, []).append(machine_busy_s() - busy)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         sys.exit(f"{argv[:4]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     CPU_S.setdefault(tool, []).append(cpu)
+    if judged := JUDGED.search(proc.stderr):
+        JUDGING_S.append(float(judged[1]))
     return wall
 
 
@@ -154,6 +171,8 @@ def main() -> None:
             f"{statistics.median(theirs_s) / limit:.2f}x evalplus.evaluate; corebench takes "
             f"{statistics.median(ours_s) / limit:.2f}x the limit"
         )
+    programs_s = [programs_cpu(work / f"corebench-warm{r}") for r in range(args.rounds)]
+    print(where_it_goes(ours_s, programs_s, warm_cpu.get(LIMIT)))
 
     last = args.rounds - 1
     theirs = json.loads((work / f"evalplus-warm{last}" / "samples_eval_results.json").read_text())
@@ -183,6 +202,43 @@ def main() -> None:
     for key in ("base", "plus"):
         print(f"agreement ({key}): {agree[key]}/{real} = {100 * agree[key] / real:.2f}%")
     print(f"work dir: {work}")
+
+
+def programs_cpu(run_dir: Path) -> float:
+    """CPU seconds of the judged programs, as the harness read them from the kernel (each
+    child's clock from its first report to its end, all threads)."""
+    rows = (json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines())
+    return sum(row["cpu_s"] or 0.0 for row in rows)
+
+
+def where_it_goes(ours_s: list[float], programs_s: list[float], limit_cpu: float | None) -> str:
+    """corebench's warm rounds (medians) taken apart: the time before and after judging, and
+    the machine's CPU seconds during the run (cores x wall) by who spent them. The harness's
+    CPU is the kernel's count for the corebench process; the sandbox's own (starting and
+    ending each program's namespaces and processes) is what the machine spent beyond the
+    programs and the harness; idle is what nobody used."""
+    warm = slice(1, None)  # the first run of each tool was the cold one
+    wall, judging = statistics.median(ours_s), statistics.median(JUDGING_S[warm])
+    busy = statistics.median(BUSY_S["corebench evaluate"][warm])
+    harness = statistics.median(CPU_S["corebench evaluate"][warm])
+    programs = statistics.median(programs_s)
+    cores = os.cpu_count() or 1
+    plain = f" (the same calls in plain processes: {limit_cpu:.1f} s)" if limit_cpu else ""
+    return "\n".join(
+        [
+            f"where corebench's {wall:.1f} s go (median warm round): {wall - judging:.1f} s "
+            f"starting (imports, data, samples file) and writing reports, {judging:.1f} s "
+            f"judging; of the machine's {cores} x {wall:.1f} = {cores * wall:.1f} CPU seconds:",
+            f"  programs {programs:.1f} s{plain}: calls, decoding inputs, encoding and sending "
+            "outputs, loading each program",
+            f"  harness {harness:.1f} s: preparing inputs and references, reading and comparing "
+            "outputs, storing results, reports",
+            f"  sandbox and kernel {max(0.0, busy - harness - programs):.1f} s: starting and "
+            "ending each program's namespaces and processes",
+            f"  idle {max(0.0, cores * wall - busy):.1f} s: a core waiting (starting up, the "
+            "last tasks, the harness's one interpreter lock)",
+        ]
+    )
 
 
 def _run_task(work: tuple[str, str, list]) -> float:

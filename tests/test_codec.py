@@ -1,5 +1,6 @@
 """The plain-data codec between the sandbox child and the harness, and how outputs travel."""
 
+import hashlib
 import json
 import math
 
@@ -18,7 +19,12 @@ from corebench.harness.sandbox.codec import (
     encode_text,
     reported_output,
 )
-from corebench.harness.sandbox.protocol import ProtocolError, event_line, parse_event
+from corebench.harness.sandbox.protocol import (
+    ProtocolError,
+    event_line,
+    parse_event,
+    passed_test_line,
+)
 
 VALUES = [
     None, True, 0, -(2**80), 3.5, math.inf, "text", b"\x00bytes", 1 + 2j,
@@ -104,15 +110,15 @@ def test_long_rows_of_strings_are_hashed_by_their_exact_split():
 def test_long_rows_that_are_not_all_strings_fall_back_to_an_equal_canonical_digest():
     n = PICKLE_DIGEST_ITEMS + 1
     late_number = [("a", "b")] * (n - 1) + [("a", 1)]
-    assert _text_rows_digest(late_number) is None
+    assert _text_rows_digest(late_number, {tuple}) is None
     digest = encode_text(late_number)[1]
     assert digest is not None and encode_text([("a", "b")] * (n - 1) + [("a", 1)])[1] == digest
     assert encode_text([("a", "b")] * (n - 1) + [("a", "1")])[1] != digest
     with_nul = [("a\0b", "c")] * n  # a NUL would make the split ambiguous
-    assert _text_rows_digest(with_nul) is None
+    assert _text_rows_digest(with_nul, {tuple}) is None
     assert encode_text(with_nul)[1] != encode_text([("a", "b\0c")] * n)[1]
     mixed = [("a",), ["a"]] * (n // 2 + 1)  # tuples and lists
-    assert _text_rows_digest(mixed) is None and encode_text(mixed)[1] is not None
+    assert _text_rows_digest(mixed, {tuple, list}) is None and encode_text(mixed)[1] is not None
 
 
 def test_a_long_list_of_ints_and_floats_is_encoded_whole_with_the_same_text():
@@ -127,6 +133,37 @@ def test_a_long_list_of_ints_and_floats_is_encoded_whole_with_the_same_text():
         assert _flat([*numbers, odd]) is None
         back = decode(json.loads(encode_text([*numbers, odd])[0]))[-1]
         assert back == odd or (math.isnan(odd) and math.isnan(back))
+
+
+def test_a_long_flat_list_of_scalars_is_hashed_by_value_and_type():
+    # HumanEval/130's outputs (a million ints and floats) took 0.3 s each as JSON; hashed as a
+    # memo-free pickle, 0.06 s
+    n = PICKLE_DIGEST_ITEMS + 1
+    numbers = [1, 3, *[i / 2 for i in range(n)]]
+    text, digest = encode_text(numbers)
+    assert text is None and digest is not None
+    assert encode_text([1, 3, *[float(i) / 2.0 for i in range(n)]])[1] == digest  # equal values
+    assert encode_text(tuple(numbers))[1] not in (None, digest)  # a tuple is not a list
+    assert encode_text([1.0, 3, *numbers[2:]])[1] != digest  # 1.0 is a float, as in JSON
+    assert encode_text([*numbers[:-1], numbers[-1] + 1e-9])[1] != digest
+    assert encode_text(["a", None, True, *numbers])[1] is not None  # any untagged scalars
+    for odd in (math.nan, math.inf, 10**400):  # tagged in JSON: encoded as before, as text
+        assert encode_text([*numbers, odd]) == (json.dumps(encode([*numbers, odd])), None)
+    shorter = list(range(PICKLE_DIGEST_ITEMS))  # up to the threshold: its text
+    assert encode_text(shorter) == (json.dumps(shorter), None)
+
+
+def test_scalar_outputs_have_the_text_of_their_encoding():
+    for value in ("", 'a\u00e9\n"', 0, -(2**63) + 1, 2**63 - 1, True, False, None):
+        assert encode_text(value) == (json.dumps(encode(value)), None)
+    for big in (2**63, -(2**63)):  # tagged
+        assert encode_text(big) == (json.dumps(encode(big)), None)
+        assert decode(json.loads(encode_text(big)[0])) == big
+    long = "x" * 100
+    assert encode_text(long, limit=50) == (
+        None,
+        hashlib.sha256(json.dumps(long).encode()).hexdigest(),
+    )
 
 
 def test_a_long_list_of_flat_lists_is_encoded_whole_with_the_same_text():
@@ -146,6 +183,27 @@ def test_a_long_list_of_flat_lists_is_encoded_whole_with_the_same_text():
     copy = encode(coordinates)
     copy[0].append("changed")  # the encoding never shares a row with the value
     assert coordinates[0] == [0, 0, 0]
+
+
+def test_a_passed_test_line_is_the_event_line_and_parses_the_same_way_fast():
+    for index, text in [
+        (0, "1"),
+        (7, '"a, \\"output\\": 2}"'),
+        (123456, '{"$": "tuple", "v": []}'),
+    ]:
+        line = passed_test_line(index, text.encode())
+        assert line == event_line({"event": "test", "i": index, "status": "ok"}, text)
+        fields = json.loads(line)
+        assert parse_event(line.rstrip(b"\n")) == {**fields, "output": text.encode()}
+    # other spellings of the same head are read by the JSON decoder, and checked as before
+    spaced = b'{"event":"test","i":3,"status":"ok", "output": 5}'
+    assert parse_event(spaced) == {"event": "test", "i": 3, "status": "ok", "output": b"5"}
+    with pytest.raises(ProtocolError, match="unreadable"):  # JSON has no leading zeros
+        parse_event(b'{"event": "test", "i": 03, "status": "ok", "output": 5}')
+    with pytest.raises(ProtocolError, match="malformed"):
+        parse_event(b'{"event": "test", "i": true, "status": "ok", "output": 5}')
+    with pytest.raises(ProtocolError, match="unknown status"):
+        parse_event(b'{"event": "test", "i": 3, "status": "ok ", "output": 5}')
 
 
 def test_an_output_travels_as_its_json_text_spliced_in_last():

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from corebench.harness import ExecutionResult, RunConfig, Solution, Verdict
+from corebench.harness import ExecutionResult, RunConfig, Solution, TestOutcome, Verdict
 from corebench.harness.errors import CorebenchError
 from corebench.harness.store import SCHEMA_VERSION, Store
 from corebench.harness.summary import summarize
@@ -93,3 +93,28 @@ def test_a_store_from_a_newer_corebench_is_refused_untouched(tmp_path):
     with pytest.raises(CorebenchError, match="newer corebench .* upgrade corebench"):
         Store(run_dir, create=False)
     assert user_version(run_dir) == SCHEMA_VERSION + 1
+
+
+def test_results_read_without_their_test_outcomes_keep_everything_else(tmp_path):
+    store = Store(tmp_path / "run")
+    store.open_run(RunConfig(benchmark="mbpp", system="direct", model="embedded", k=[1]), {})
+    outcomes = [
+        TestOutcome(suite="base", index=0, verdict=Verdict.passed),
+        TestOutcome(suite="plus", index=0, verdict=Verdict.wrong_answer, detail="got 1"),
+    ]
+    result = ExecutionResult(
+        task_id="Mbpp/2",
+        sample_index=0,
+        verdict=Verdict.wrong_answer,
+        suite_verdicts={"base": Verdict.passed, "plus": Verdict.wrong_answer},
+        first_failure="plus test 0: got 1",
+        tests=outcomes,
+        cpu_s=0.5,
+    )
+    store.save_solution(Solution(task_id="Mbpp/2", sample_index=0, code="def f(): pass\n"))
+    store.save_result(result)
+    [(_, whole)] = list(store.samples())
+    [(_, light)] = list(store.samples(tests=False))
+    assert whole == result and whole.tests == outcomes
+    assert light.tests == [] and light == result.model_copy(update={"tests": []})
+    store.close()

@@ -14,6 +14,7 @@ import math
 import sys
 
 MAX_DEPTH = 100
+_BIG = 2**63  # integers JSON holds as they are (larger ones are tagged)
 _PLAIN = frozenset({str, int, float, bool, type(None)})  # scalars JSON holds as they are
 
 
@@ -74,18 +75,21 @@ INLINE_OUTPUT_CHARS = 8 * 1024 * 1024  # larger outputs are reported as a digest
 _FLAT_TYPES = ({str}, {bool}, {type(None)})
 
 
+_INT, _FLOAT, _NUMBERS = {int}, {float}, {int, float}
+
+
 def _flat(items):
     """``items`` as a list when every element is a JSON scalar that needs no tag (fast path, in C)."""
     types = set(map(type, items))
     if not types or types in _FLAT_TYPES:
         return list(items)
-    if types == {int} and min(items) > -(2**63) and max(items) < 2**63:
+    if types == _INT and min(items) > -_BIG and max(items) < _BIG:
         return list(items)
-    if types == {float} and all(map(math.isfinite, items)):
+    if types == _FLOAT and all(map(math.isfinite, items)):
         return list(items)
-    if types == {int, float}:  # JSON keeps them apart (a float's text has a "." or an exponent)
+    if types == _NUMBERS:  # JSON keeps them apart (a float's text has a "." or an exponent)
         try:  # finite first: NaN makes min and max meaningless; an int beyond floats overflows
-            if all(map(math.isfinite, items)) and min(items) > -(2**63) and max(items) < 2**63:
+            if all(map(math.isfinite, items)) and min(items) > -_BIG and max(items) < _BIG:
                 return list(items)
         except OverflowError:
             pass
@@ -108,11 +112,14 @@ def _sorted_by_text(encoded):
 
 
 def encode(value, depth: int = 0):
+    kind = type(value)  # the exact built-in types first: most of what is encoded
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int and -_BIG < value < _BIG:
+        return value
     if depth > MAX_DEPTH:
         raise ValueError("value nested too deeply")
     d = depth + 1
-    if value is None or type(value) is bool or type(value) is str:
-        return value
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
@@ -159,19 +166,17 @@ def encode(value, depth: int = 0):
     }
 
 
-PICKLE_DIGEST_ITEMS = 65_536  # longer outputs made of flat rows are hashed without JSON
+PICKLE_DIGEST_ITEMS = 65_536  # longer outputs of scalars or flat rows are hashed without JSON
 DIGEST_CHUNK_ROWS = 10_000  # rows hashed at a time, so no second copy of a huge output exists
-FORMAT = 2  # bump when an output's digest changes: cached reference digests are then recomputed
+FORMAT = 3  # bump when an output's digest changes: cached reference digests are then recomputed
 
 
 def _flat_rows(value) -> bool:
-    """Every item is an exact tuple or list of untagged scalars (one pass at C speed)."""
-    return set(map(type, value)) <= {tuple, list} and _PLAIN.issuperset(
-        map(type, itertools.chain.from_iterable(value))
-    )
+    """Every item (each an exact tuple or list) holds untagged scalars (one pass at C speed)."""
+    return _PLAIN.issuperset(map(type, itertools.chain.from_iterable(value)))
 
 
-def _text_rows_digest(value) -> str | None:
+def _text_rows_digest(value, row_types: set[type]) -> str | None:
     """sha256 of rows of strings (all tuples or all lists), or None for any other output.
 
     Hashes the row type, each row's length, then every string followed by a NUL: that
@@ -182,13 +187,12 @@ def _text_rows_digest(value) -> str | None:
     import array
     import hashlib  # imported where needed: every child start would pay for them
 
-    row_types = set(map(type, value))
-    if len(row_types) != 1 or not row_types <= {tuple, list}:
+    if len(row_types) != 1:
         return None
     lengths = array.array("q", map(len, value))
     if sys.byteorder == "big":
         lengths.byteswap()
-    row_type = row_types.pop().__name__
+    row_type = next(iter(row_types)).__name__
     hasher = hashlib.sha256(f"text-rows-v1:{type(value).__name__}:{row_type}:".encode())
     hasher.update(lengths.tobytes())
     for start in range(0, len(value), DIGEST_CHUNK_ROWS):
@@ -224,14 +228,30 @@ def _pickle_digest(value) -> str:
     return hasher.hexdigest()
 
 
+def _finite_scalars(value, types: set[type]) -> bool:
+    """Every item (of ``types``) is an untagged scalar: a string, an int, a finite float, a bool
+    or None (as JSON, a NaN is one value whatever its bits; a pickle would keep the bits)."""
+    if not _PLAIN.issuperset(types):
+        return False
+    try:
+        if float not in types:
+            return True
+        if types <= {int, float, bool}:  # one pass in C
+            return all(map(math.isfinite, value))
+        return all(math.isfinite(v) for v in value if type(v) is float)
+    except OverflowError:  # an int beyond a float's range: not this encoding's case
+        return False
+
+
 def _rows_digest(value) -> str | None:
-    """The digest of a long output made of flat rows; None for any other output."""
+    """The digest of a long output made of scalars or flat rows; None for any other output."""
     if type(value) not in (list, tuple) or len(value) <= PICKLE_DIGEST_ITEMS:
         return None
-    digest = _text_rows_digest(value)
-    if digest is None and _flat_rows(value):
-        digest = _pickle_digest(value)
-    return digest
+    types = set(map(type, value))
+    if types <= {tuple, list}:
+        digest = _text_rows_digest(value, types)
+        return digest if digest is not None or not _flat_rows(value) else _pickle_digest(value)
+    return _pickle_digest(value) if _finite_scalars(value, types) else None
 
 
 def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:
@@ -240,6 +260,14 @@ def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, st
     Long top-level lists and tuples are encoded item by item, so a huge output never exists
     twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
     """
+    kind = type(value)
+    if kind is str or kind is bool or value is None or (kind is int and -_BIG < value < _BIG):
+        text = json.dumps(value)  # a scalar: what every other test of most tasks returns
+        if len(text) <= limit:
+            return text, None
+        import hashlib
+
+        return None, hashlib.sha256(text.encode()).hexdigest()
     digest = _rows_digest(value)
     if digest is not None:
         return None, digest
@@ -253,7 +281,10 @@ def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, st
             whole = encode(value)
         elif type(value) is tuple:
             whole = {"$": "tuple", "v": whole}
-        head, tail, items = "", "", iter((json.dumps(whole),))
+        text = json.dumps(whole)
+        if len(text) <= limit:  # one piece, within the limit: the output's text as it is
+            return text, None
+        head, tail, items = "", "", iter((text,))
     import hashlib
 
     parts, size, hasher = [head], len(head), None

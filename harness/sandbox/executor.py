@@ -46,7 +46,7 @@ from .isolation import (
 from .judging import Judged, KeepGoing, run_judging, wall_budget
 from .launch import ZygotePool, engine_setting
 from .oracle import Oracle, Reference, reference_key
-from .protocol import Job, Limits, call_test, expr_test, stdio_test
+from .protocol import Job, Limits, call_test, call_tests, expr_test, stdio_test
 from .supervisor import Budget, Stopped
 from .timing import Timed, Timer
 from .verdicts import Verdicts
@@ -140,8 +140,11 @@ class Executor:
         """A child job running ``code`` on the suite's tests (None: a timing session)."""
         tests = None
         if cpu_limits is not None:
-            limits = zip(range(suite.size), cpu_limits, strict=True)
-            tests = [spec_for(suite, i, limit) for i, limit in limits]
+            if suite.mode == "call":  # most suites: built at once
+                tests = call_tests(suite.sent_inputs, cpu_limits)
+            else:
+                limits = zip(range(suite.size), cpu_limits, strict=True)
+                tests = [spec_for(suite, i, limit) for i, limit in limits]
         return self.bare_job(
             suite.prelude + code if suite.prelude else code,
             mode=suite.mode,
@@ -384,10 +387,16 @@ def heavy_tests(reference_cpu: list[float | None], count: int = MEASUREMENT_INPU
 
 def _budgets(limits: list[float], mode: str) -> list[Budget]:
     """The harness's allowance per test. A stdio child enforces each run's limits itself (its
-    program runs in a process of its own), so the harness only bounds the wall clock there."""
-    if mode == "stdio":
-        return [Budget(None, wall_budget(limit) + STARTUP_ALLOWANCE_S) for limit in limits]
-    return [Budget(limit, wall_budget(limit)) for limit in limits]
+    program runs in a process of its own), so the harness only bounds the wall clock there.
+    Tests with the same limit share one (frozen) budget: most of a suite's tests have the
+    minimum limit."""
+    made: dict[float, Budget] = {}
+    for limit in set(limits):
+        if mode == "stdio":
+            made[limit] = Budget(None, wall_budget(limit) + STARTUP_ALLOWANCE_S)
+        else:
+            made[limit] = Budget(limit, wall_budget(limit))
+    return [made[limit] for limit in limits]
 
 
 def _totals(timed: Timed) -> tuple[float, float, int, float | None]:
