@@ -10,6 +10,13 @@ class CorebenchError(Exception):
     """An error caused by input or environment, reported as one line without a traceback."""
 
 
+class MeasurementRefused(CorebenchError):
+    """A passing program's measurement refused for what the program did while timed (a wrong
+    answer, a failure, a changed file, a forged report): its verdict stays, and the refusal is
+    stored (retrying would meet the same program). Other measurement errors (the machine, the
+    reference) are plain CorebenchErrors: not stored, tried again on resume."""
+
+
 class UnknownNameError(CorebenchError, KeyError):
     """A benchmark, system or backend name that no plugin registered."""
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .benchmark import Benchmark
 from .config import JUDGING_AHEAD_PER_WORKER
-from .errors import CorebenchError
+from .errors import CorebenchError, MeasurementRefused
 from .metadata import environment_metadata, provenance_changes
 from .records import ExecutionResult, RunConfig, Solution
 from .sandbox import executor_for
@@ -159,14 +159,15 @@ class Recorder:
                     result.measurement = await self.executor.measure(
                         solution.task_id, solution.code, self.suite(solution.task_id), repeats
                     )
-                except CorebenchError as exc:  # e.g. a flaky program: keep its verdict, no timing
+                except CorebenchError as exc:  # keep its verdict, no timing
                     warnings.warn(
                         f"{solution.task_id}#{solution.sample_index}: not measured: {exc}",
                         stacklevel=2,
                     )
-                    result.measurement_refused = str(exc)
-                    self.store.save_result(result)
-                    return False
+                    if isinstance(exc, MeasurementRefused):  # the program's doing: kept
+                        result.measurement_refused = str(exc)
+                        self.store.save_result(result)
+                    return False  # else the machine's or the reference's: tried again on resume
             self.store.save_result(result)
             return True
 

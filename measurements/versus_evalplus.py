@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def run_samples(run_dir: Path) -> list[dict]:
 LIMIT = "the machine's limit"
 CPU_S: dict[str, list[float]] = {}  # per tool: CPU seconds of each run
 BUSY_S: dict[str, list[float]] = {}  # per tool: the machine's busy CPU seconds over each run
+OWN_S: dict[str, list[float]] = {}  # per tool: its own process's CPU seconds (no children)
 JUDGING_S: list[float] = []  # corebench's own "judged N samples in X s", per run
 JUDGED = re.compile(r"judged \d+ samples in ([0-9.]+) s")
 
@@ -68,21 +70,47 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def own_cpu_s(pid: int) -> float | None:
+    """CPU seconds of process ``pid`` itself (all its threads, none of its children)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(argv: list[str], env: dict[str, str], tool: str) -> float:
     """Wall seconds of one run; its CPU seconds (user + system of every process that was waited
-    for, as the kernel counts them) are kept in CPU_S, the machine's busy seconds in BUSY_S."""
+    for, as the kernel counts them) are kept in CPU_S, the machine's busy seconds in BUSY_S, and
+    the started process's own CPU seconds (read from /proc every 50 ms while it runs) in OWN_S."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy = machine_busy_s()
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    own: list[float] = []
+
+    def sample() -> None:
+        while proc.poll() is None:
+            if (seconds := own_cpu_s(proc.pid)) is not None:
+                own.append(seconds)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = proc.communicate()
     wall = time.perf_counter() - started
+    sampler.join()
     BUSY_S.setdefault(tool, []).append(machine_busy_s() - busy)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        sys.exit(f"{argv[:4]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        sys.exit(f"{argv[:4]} failed:\n{stdout[-2000:]}\n{stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     CPU_S.setdefault(tool, []).append(cpu)
-    if judged := JUDGED.search(proc.stderr):
+    OWN_S.setdefault(tool, []).append(max(own, default=0.0))
+    if judged := JUDGED.search(stderr):
         JUDGING_S.append(float(judged[1]))
     return wall
 
@@ -172,7 +200,7 @@ def main() -> None:
             f"{statistics.median(ours_s) / limit:.2f}x the limit"
         )
     programs_s = [programs_cpu(work / f"corebench-warm{r}") for r in range(args.rounds)]
-    print(where_it_goes(ours_s, programs_s, warm_cpu.get(LIMIT)))
+    print(where_it_goes(ours_s, programs_s, warm_cpu.get(LIMIT), measuring=args.repeats > 0))
 
     last = args.rounds - 1
     theirs = json.loads((work / f"evalplus-warm{last}" / "samples_eval_results.json").read_text())
@@ -211,16 +239,21 @@ def programs_cpu(run_dir: Path) -> float:
     return sum(row["cpu_s"] or 0.0 for row in rows)
 
 
-def where_it_goes(ours_s: list[float], programs_s: list[float], limit_cpu: float | None) -> str:
+def where_it_goes(
+    ours_s: list[float], programs_s: list[float], limit_cpu: float | None, measuring: bool
+) -> str:
     """corebench's warm rounds (medians) taken apart: the time before and after judging, and
     the machine's CPU seconds during the run (cores x wall) by who spent them. The harness's
-    CPU is the kernel's count for the corebench process; the sandbox's own (starting and
-    ending each program's namespaces and processes) is what the machine spent beyond the
-    programs and the harness; idle is what nobody used."""
+    CPU is the corebench process's own (all its threads, read from /proc while it ran); the
+    programs' is the kernel's count for each judged child; the sandbox's (starting and ending
+    each program's namespaces and processes) is what the machine spent beyond both; idle is
+    what nobody used."""
     warm = slice(1, None)  # the first run of each tool was the cold one
+    if len(JUDGING_S) != len(ours_s) + 1:
+        return "where corebench's time goes: its judging time was not printed"
     wall, judging = statistics.median(ours_s), statistics.median(JUDGING_S[warm])
     busy = statistics.median(BUSY_S["corebench evaluate"][warm])
-    harness = statistics.median(CPU_S["corebench evaluate"][warm])
+    harness = statistics.median(OWN_S["corebench evaluate"][warm])
     programs = statistics.median(programs_s)
     cores = os.cpu_count() or 1
     plain = f" (the same calls in plain processes: {limit_cpu:.1f} s)" if limit_cpu else ""
@@ -228,13 +261,15 @@ def where_it_goes(ours_s: list[float], programs_s: list[float], limit_cpu: float
         [
             f"where corebench's {wall:.1f} s go (median warm round): {wall - judging:.1f} s "
             f"starting (imports, data, samples file) and writing reports, {judging:.1f} s "
-            f"judging; of the machine's {cores} x {wall:.1f} = {cores * wall:.1f} CPU seconds:",
+            f"{'judging and measuring' if measuring else 'judging'}; of the machine's {cores} x "
+            f"{wall:.1f} = {cores * wall:.1f} CPU seconds:",
             f"  programs {programs:.1f} s{plain}: calls, decoding inputs, encoding and sending "
             "outputs, loading each program",
             f"  harness {harness:.1f} s: preparing inputs and references, reading and comparing "
             "outputs, storing results, reports",
             f"  sandbox and kernel {max(0.0, busy - harness - programs):.1f} s: starting and "
-            "ending each program's namespaces and processes",
+            "ending each program's namespaces and processes"
+            + (", and the measurement phase's timed runs" if measuring else ""),
             f"  idle {max(0.0, cores * wall - busy):.1f} s: a core waiting (starting up, the "
             "last tasks, the harness's one interpreter lock)",
         ]

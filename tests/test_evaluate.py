@@ -11,9 +11,10 @@ import pytest
 
 from corebench.harness import recording as recording_module
 from corebench.harness.config import JUDGING_AHEAD_PER_WORKER
-from corebench.harness.errors import CorebenchError
+from corebench.harness.errors import CorebenchError, MeasurementRefused
 from corebench.harness.evaluate import evaluate_samples, load_samples
 from corebench.harness.sandbox import Executor
+from corebench.harness.store import Store
 from corebench.plugins.benchmarks.evalplus_tasks import MbppPlus
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
@@ -192,3 +193,39 @@ def test_samples_are_prepared_just_ahead_of_a_free_slot(tmp_path, mbpp, monkeypa
     samples = write(tmp_path / "samples.jsonl", rows)
     assert asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1])) == len(tasks)
     assert most == JUDGING_AHEAD_PER_WORKER  # one slot: that many samples under way at most
+
+
+def test_only_the_programs_own_refusals_are_kept_and_others_are_tried_again(
+    tmp_path, mbpp, monkeypatch
+):
+    # a refusal the program caused is stored (a resume would meet the same program); a failure
+    # of the machine or of the reference is only warned about, and measured on the next resume
+    class Failing(Executor):
+        async def measure(self, task_id, *args, **kwargs):
+            if task_id == "Mbpp/2":
+                raise MeasurementRefused("a wrong answer on test 0 while timed")
+            raise CorebenchError("the measurement phase could not start: no CPU")
+
+    monkeypatch.setattr(
+        recording_module, "executor_for", lambda isolation: Failing(isolation=isolation)
+    )
+    rows = [
+        {
+            "task_id": t,
+            "solution": mbpp.problems[t]["prompt"] + mbpp.problems[t]["canonical_solution"],
+        }
+        for t in ("Mbpp/2", "Mbpp/3")
+    ]
+    samples = write(tmp_path / "samples.jsonl", rows)
+    with pytest.warns(UserWarning, match="not measured"):
+        asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1], repeats=1))
+    stored = {s.task_id: r for s, r in Store(tmp_path / "run", create=False).samples()}
+    assert stored["Mbpp/2"].measurement_refused == "a wrong answer on test 0 while timed"
+    assert stored["Mbpp/3"].passed and stored["Mbpp/3"].measurement_refused is None
+    # the next resume measures what the machine could not
+    monkeypatch.setattr(
+        recording_module, "executor_for", lambda isolation: Executor(isolation=isolation)
+    )
+    asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1], repeats=1))
+    stored = {s.task_id: r for s, r in Store(tmp_path / "run", create=False).samples()}
+    assert stored["Mbpp/3"].measurement is not None and stored["Mbpp/2"].measurement is None

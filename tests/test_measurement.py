@@ -5,16 +5,19 @@ process or leave files behind, and a worse algorithm or a larger allocation show
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from corebench.harness import FunctionalSuite
-from corebench.harness.errors import CorebenchError
+from corebench.harness.errors import CorebenchError, MeasurementRefused
 from corebench.harness.sandbox import Executor
 from corebench.harness.sandbox.executor import heavy_tests
+from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.sandbox.timing import precise
 
 pytestmark = pytest.mark.measurement_phase
+needs_bwrap = pytest.mark.skipif(isolation_mode() != "bwrap", reason="bubblewrap's mounts")
 
 # about 20-40 ms of interpreter work per call on this project's machines: IPC and the fork of a
 # timed run are negligible beside it
@@ -107,8 +110,13 @@ TWO_FACED = (
 )
 
 
-def measure(code: str, suite: FunctionalSuite = SQUARES, repeats: int = 5):
-    executor = Executor(workers=1)
+def measure(
+    code: str,
+    suite: FunctionalSuite = SQUARES,
+    repeats: int = 5,
+    executor: Executor | None = None,
+):
+    executor = executor or Executor(workers=1)
     assert asyncio.run(executor.evaluate("t/measure", 0, code, suite)).passed
     return asyncio.run(executor.measure("t/measure", code, suite, repeats))
 
@@ -146,17 +154,119 @@ def test_a_helper_process_started_at_import_does_not_take_the_work_off_the_clock
 
 
 def test_a_run_that_starts_a_process_is_refused():
-    with pytest.raises(CorebenchError, match="Resource temporarily unavailable"):
+    with pytest.raises(MeasurementRefused, match="Resource temporarily unavailable"):
         measure(SUBPROCESS)
 
 
 def test_a_run_that_leaves_files_behind_is_refused():
-    with pytest.raises(CorebenchError, match="changed files while timed"):
+    with pytest.raises(MeasurementRefused, match="changed files while timed"):
         measure(FILE_CACHE)
 
 
+def test_what_a_refused_run_left_behind_never_reaches_the_next_program():
+    # the first program leaves each answer in a file (in its folder and in /tmp) and is refused;
+    # the next one, timed by the same executor, only reads such files: it must do the work
+    leaver = (
+        "def answer(n):\n"
+        "    s = 0\n"
+        "    for i in range(n):\n        s += i * i\n"
+        "    return s\n"
+        "def f(n):\n"
+        "    for m in (200_000, 300_000, 400_000):  # the heavy inputs, all at once\n"
+        "        for folder in ('.', '/tmp'):\n"
+        "            try:\n"
+        "                with open(f'{folder}/cache-{m}', 'w') as kept:\n"
+        "                    kept.write(str(answer(m)))\n"
+        "            except OSError:\n                pass\n"
+        "    return answer(n)\n"
+    )
+    reader = (
+        "import os\n"
+        "def f(n):\n"
+        "    for path in (f'cache-{n}', f'/tmp/cache-{n}'):\n"
+        "        if os.path.exists(path):\n"
+        "            with open(path) as cached:\n                return int(cached.read())\n"
+        + PLAIN.split("\n", 1)[1]
+    )
+    executor = Executor(workers=1)
+    with pytest.raises(MeasurementRefused, match="changed files while timed"):
+        measure(leaver, executor=executor)
+    read, plain = measure(reader, executor=executor), measure(PLAIN, executor=executor)
+    assert read.runtime_ratio > plain.runtime_ratio / 1.5, (read, plain)
+
+
+def test_memory_the_timing_process_held_cannot_hide_an_allocation():
+    # the input's JSON form (100,000 tagged tuples: dicts and lists, about 30 MB) stayed in the
+    # process every timed run is forked from; a run that emptied it reused its pages for free
+    suite = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(pairs):\n    return len([a + b for a, b in pairs] * 10)\n",
+        inputs={"base": [[[(i, i) for i in range(100_000)]], [[(1, 2)]]]},
+        fingerprint="test-measurement-inherited",
+    )
+    emptying = (
+        "import gc\n"
+        "def f(pairs):\n"
+        "    for held in gc.get_objects():  # the test as the process got it, already decoded\n"
+        "        if type(held) is dict and type(held.get('args')) is list:\n"
+        "            for arg in held['args']:\n"
+        "                if type(arg) is list and len(arg) == len(pairs):\n"
+        "                    arg.clear()\n"
+        "    return len([a + b for a, b in pairs] * 10)\n"
+    )
+    honest, emptied = measure(suite.reference_code, suite), measure(emptying, suite)
+    assert honest.peak_memory_bytes > 6 * 1024**2, honest  # 100,000 new ints, 1 M list slots
+    assert emptied.peak_memory_bytes > 0.8 * honest.peak_memory_bytes, (emptied, honest)
+
+
+@needs_bwrap
+def test_only_the_watched_folders_are_writable_mounts():
+    # the sandbox's root and /dev are mounted read-only (in a user namespace they would be the
+    # program's to write, and a timing session would not see it); /sandbox, /tmp and /dev/shm
+    # are what a timed run is checked against
+    suite = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(n):\n    return ['ro', 'ro', 'rw', 'rw', 'rw', n]\n",
+        inputs={"base": [[1], [2], [3]]},
+        fingerprint="test-measurement-mounts",
+    )
+    mounts = (
+        "def f(n):\n"
+        "    flags = {}\n"
+        "    for line in open('/proc/self/mountinfo'):\n"
+        "        fields = line.split()\n"
+        "        flags[fields[4]] = fields[5].split(',')[0]\n"
+        "    return [flags[m] for m in ('/', '/dev', '/sandbox', '/tmp', '/dev/shm')] + [n]\n"
+    )
+    assert measure(mounts, suite).tests == [0, 1, 2]  # judged and timed: the same mounts
+
+
+def test_a_whole_program_that_ends_with_os_exit_after_a_flush_is_measured():
+    reference = "n = int(input())\ns = 0\nfor i in range(n):\n    s += i * i\nprint(s)\n"
+    suite = FunctionalSuite(
+        entry_point="", reference_code=reference, mode="stdio",
+        inputs={"base": [["300000\n"], ["5\n"]]}, fingerprint="test-measurement-os-exit",
+    )  # fmt: skip
+    ending = "import os, sys\n" + reference + "sys.stdout.flush()\nos._exit(0)\n"
+    measured = measure(ending, suite)
+    assert 0.7 < measured.runtime_ratio < 1.4, measured
+
+
+def test_a_reference_that_cannot_be_timed_is_not_the_solutions_refusal():
+    # the reference leaves a file when run: judging works, timing refuses it; that says nothing
+    # about the solution, so it is a plain error (the recorder keeps no refusal for it)
+    suite = dataclasses.replace(
+        SQUARES,
+        reference_code=FILE_CACHE,
+        fingerprint="test-measurement-reference-refused",
+    )
+    with pytest.raises(CorebenchError, match="reference solution of t/measure") as raised:
+        measure(PLAIN, suite)
+    assert not isinstance(raised.value, MeasurementRefused)
+
+
 def test_a_program_that_answers_differently_when_timed_gets_no_measurement():
-    with pytest.raises(CorebenchError, match="wrong answer on test 1 while timed"):
+    with pytest.raises(MeasurementRefused, match="wrong answer on test 1 while timed"):
         measure(TWO_FACED)
 
 

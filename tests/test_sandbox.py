@@ -61,6 +61,19 @@ def test_correct_solution_passes_with_measurements():
     assert all(t.cpu_s is None for t in result.tests)
 
 
+def test_an_output_too_large_to_send_is_judged_against_a_stated_expected_value():
+    # 70,000 rows travel as a digest; the dataset states the expected value (no reference runs)
+    rows = [[i, "x"] for i in range(70_000)]
+    suite = FunctionalSuite(
+        entry_point="pairs", reference_code="", inputs={"base": [[70_000]]},
+        expected={"base": [rows]}, fingerprint="test-stated-large",
+    )  # fmt: skip
+    right = judge("def pairs(n):\n    return [[i, 'x'] for i in range(n)]\n", suite)
+    assert right.verdict is Verdict.passed, right.first_failure
+    wrong = judge("def pairs(n):\n    return [[i, 'y'] for i in range(n)]\n", suite)
+    assert wrong.verdict is Verdict.wrong_answer and "sha256" in wrong.first_failure
+
+
 def test_wrong_answer_names_the_failing_input():
     result = judge("def add(a, b):\n    return a + b if a < 100 else 0\n")
     assert result.verdict is Verdict.wrong_answer

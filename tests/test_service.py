@@ -509,7 +509,7 @@ def assert_no_server_error(running, path: str, body: bytes) -> None:
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(field=st.sampled_from(range(len(FIELDS))), data=st.data())
-def test_a_malformed_field_is_a_4xx_never_a_5xx(running, field, data):
+def test_any_value_of_any_field_is_never_a_5xx(running, field, data):
     path, values = FIELDS[field]
     body = replaced(VALID_JUDGE, path, data.draw(values))
     assert_no_server_error(running, "/v1/judge", json.dumps(body).encode())

@@ -61,9 +61,7 @@ class Channel:
         self.write(protocol.event_line(event, output_json))
 
     def write(self, line: bytes) -> None:
-        data = memoryview(line)
-        while data:
-            data = data[os.write(self.fd, data) :]
+        write_all(self.fd, line)
 
     def read_line(self) -> bytes | None:
         """The next line, or None once the harness has closed its end."""
@@ -85,6 +83,12 @@ class Channel:
         with contextlib.suppress(OSError):
             while os.read(self.fd, 1 << 16):
                 pass
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def error_status(exc: BaseException) -> tuple[str, str]:
@@ -314,9 +318,7 @@ def high(fd: int) -> int:
 
 def memfd(name: str, data: bytes = b"") -> int:
     fd = high(os.memfd_create(name, 0))
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    write_all(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -331,8 +333,8 @@ def read_all(fd: int, cap: int, rewind: bool = True) -> bytes:
     return b"".join(chunks)
 
 
-def rss_kb() -> int:
-    with open("/proc/self/status", "rb") as f:
+def rss_kb(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/status", "rb") as f:
         for line in f:
             if line.startswith(b"VmRSS:"):
                 return int(line.split()[1])
@@ -566,15 +568,19 @@ class Confinement:
 
 
 def file_state(folders: list[str]) -> list[tuple]:
-    """Every name under ``folders`` with its type, size and modification time (a timed run that
-    changes any of it could hand state to the next)."""
+    """Every name under ``folders`` with its inode, type, size and modification and change times
+    (a timed run that changes any of it could hand state to the next; the change time moves
+    with every write, and no program can set it back)."""
     entries: list[tuple] = []
     for folder in folders:
         for root, dirs, files in os.walk(folder):
             for name in sorted(dirs + files):
                 with contextlib.suppress(OSError):
                     st = os.lstat(os.path.join(root, name))
-                    entries.append((root, name, st.st_mode, st.st_size, st.st_mtime_ns))
+                    entries.append(
+                        (root, name, st.st_ino, st.st_mode, st.st_size)
+                        + (st.st_mtime_ns, st.st_ctime_ns)
+                    )
     for table in ("shm", "sem", "msg"):  # System V IPC of this namespace (refused anyway)
         with contextlib.suppress(OSError), open(f"/proc/sysvipc/{table}", "rb") as f:
             entries.append((table, f.read()))
@@ -669,12 +675,13 @@ def timed_process(
         fields = {"status": status, "error": error}
         output_json = None
     with contextlib.suppress(BaseException):
-        data = memoryview(protocol.event_line({"event": "timed", **fields}, output_json))
-        while data:
-            data = data[os.write(REPORT_FD, data) :]
+        write_all(REPORT_FD, protocol.event_line({"event": "timed", **fields}, output_json))
     with contextlib.suppress(BaseException):
         os.read(GO_FD, 1)  # stopped and ended here by the process that measures it
     os._exit(0)
+
+
+ENDED = "it ended without an answer"
 
 
 def read_report(fd: int, pidfd: int, clock: int, cpu_limit: float, deadline: float):
@@ -684,18 +691,18 @@ def read_report(fd: int, pidfd: int, clock: int, cpu_limit: float, deadline: flo
     while True:
         now = time.perf_counter()
         if now > deadline:
-            return None, "wall-clock limit exceeded"
+            return None, protocol.WALL_OVERRUN
         ready = readable(fd, min(0.05, deadline - now))
         with contextlib.suppress(OSError):
             if time.clock_gettime(clock) > cpu_limit:
                 return None, "CPU-time limit exceeded"
         if not ready:
             if readable(pidfd, 0):
-                return None, "it ended without an answer"
+                return None, ENDED
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            return None, "it ended without an answer"
+            return None, ENDED
         chunks.append(chunk)
         size += len(chunk)
         if chunk.endswith(b"\n"):
@@ -733,33 +740,40 @@ def timed_run(
     try:
         confined = read_exact(report_r, 2, time.perf_counter() + 30)
         if confined is None or confined[:1] != b"r":
-            result = {"status": "error", "error": "the timed process did not start"}
+            result = {"status": "error", "error": protocol.NOT_STARTED}
         elif confined[1:] == b"-":
-            result = {"status": "error", "error": "new processes cannot be forbidden here"}
+            result = {"status": "error", "error": protocol.UNCONFINED}
         else:
-            start_cpu, start_kb = time.clock_gettime(clock), rss_of(pid)
+            start_cpu, start_kb = time.clock_gettime(clock), rss_kb(pid)
             started = time.perf_counter()
             os.write(go_w, b"g")
             line, why = read_report(report_r, pidfd, clock, cpu_limit, started + wall_limit)
             ended = time.perf_counter()
             if line is None:
                 result = {"status": "timeout" if "limit" in why else "error", "error": why}
+                if why == ENDED and program.mode == "stdio":  # os._exit after a flush, say
+                    result["ended"] = {"start": start_cpu, "wall": ended - started}
             else:
                 end_cpu = stopped_clock(pid, pidfd, clock)  # None: it ended (rusage counts)
                 result = {"line": line, "end": end_cpu, "start": start_cpu, "wall": ended - started}
     finally:
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        _, _, usage = os.wait4(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         os.close(pidfd)
         for fd in (report_r, go_w):
             os.close(fd)
+    if "ended" in result and os.waitstatus_to_exitcode(status) == 0:
+        # a whole program that ended by itself with status 0: its answer is what it wrote, as
+        # when it is judged
+        result = {"line": b'{"event": "timed", "status": "ok"}', "end": None, **result["ended"]}
     output = None
     if program.mode == "stdio" and "line" in result:
         output = read_all(fds["stdout"], job.limits.fsize).decode("utf-8", "replace")
     for fd in fds.values():
         os.close(fd)
     if "line" not in result:
+        result.pop("ended", None)
         return protocol.event_line({"event": "timed", **result})
     if file_state(watched) != before:
         return protocol.event_line(
@@ -773,22 +787,18 @@ def timed_run(
         "wall": result["wall"],
         "peak_kb": max(0, usage.ru_maxrss - start_kb),
     }
-    line = result["line"]
-    if output is not None:  # stdio: the answer is what it wrote
-        return protocol.event_line(
-            {"event": "timed", "status": "ok", **measured}, json.dumps(output)
-        )
     # its own line, with the measurements put first (an output, when there is one, stays last)
     try:
-        event = protocol.parse_event(line.rstrip(b"\n"))
-    except protocol.ProtocolError as exc:
+        event = protocol.parse_event(result["line"].rstrip(b"\n"))
+        if event["event"] != "timed" or any(key in event for key in measured):
+            raise protocol.ProtocolError("forged")
+        text = event["output"].decode() if "output" in event else None
+    except (protocol.ProtocolError, UnicodeDecodeError) as exc:
         return protocol.event_line({"event": "timed", "status": "error", "error": str(exc)})
-    if event["event"] != "timed" or any(key in event for key in measured):
-        return protocol.event_line({"event": "timed", "status": "error", "error": "forged"})
     head = {k: v for k, v in event.items() if k != "output"}
-    if "output" in event:
-        return protocol.event_line({**head, **measured}, event["output"].decode())
-    return protocol.event_line({**head, **measured})
+    if output is not None and event["status"] == "ok":  # stdio: the answer is what it wrote
+        return protocol.event_line({**head, **measured}, json.dumps(output))
+    return protocol.event_line({**head, **measured}, text)
 
 
 def readable(fd: int, timeout: float) -> bool:
@@ -825,14 +835,6 @@ def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
     return data
 
 
-def rss_of(pid: int) -> int:
-    with open(f"/proc/{pid}/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def serve_timing(job: protocol.Job, channel: Channel) -> None:
     """A timing session, for any number of programs: ``program`` compiles one (``load``),
     ``prepare`` decodes a test's input here (once, before any fork), and each ``time`` request is
@@ -866,12 +868,13 @@ def serve_timing(job: protocol.Job, channel: Channel) -> None:
                 prepared = compile(test["expr"], "<test>", "eval", dont_inherit=True)
             else:
                 prepared = test["stdin"].encode()
+            # only the limits stay: a timed run inherits this process's memory, and memory it
+            # could free (the input's JSON form) would hide that much of its own allocation
+            test = {key: test[key] for key in ("cpu_limit", "wall_limit") if key in test}
+            del request
             channel.send({"event": "prepared"})
         elif op == "time" and program is not None and test is not None:
-            line = timed_run(program, confinement, job, test, prepared, watched)
-            data = memoryview(line)
-            while data:
-                data = data[os.write(channel.fd, data) :]
+            channel.write(timed_run(program, confinement, job, test, prepared, watched))
         else:
             raise ValueError(f"unexpected request {op!r}")
 

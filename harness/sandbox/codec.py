@@ -166,14 +166,21 @@ def encode(value, depth: int = 0):
     }
 
 
-PICKLE_DIGEST_ITEMS = 65_536  # longer outputs of scalars or flat rows are hashed without JSON
+PICKLE_DIGEST_ITEMS = 65_536  # longer outputs made of flat rows are hashed without JSON
 DIGEST_CHUNK_ROWS = 10_000  # rows hashed at a time, so no second copy of a huge output exists
 FORMAT = 3  # bump when an output's digest changes: cached reference digests are then recomputed
 
 
 def _flat_rows(value) -> bool:
-    """Every item (each an exact tuple or list) holds untagged scalars (one pass at C speed)."""
-    return _PLAIN.issuperset(map(type, itertools.chain.from_iterable(value)))
+    """Every item (each an exact tuple or list) holds untagged scalars: strings, ints, finite
+    floats, bools, None (at C speed)."""
+    types = set(map(type, itertools.chain.from_iterable(value)))
+    if not _PLAIN.issuperset(types):
+        return False
+    if float not in types:
+        return True
+    floats = (v for v in itertools.chain.from_iterable(value) if type(v) is float)
+    return all(map(math.isfinite, floats))
 
 
 def _text_rows_digest(value, row_types: set[type]) -> str | None:
@@ -228,30 +235,16 @@ def _pickle_digest(value) -> str:
     return hasher.hexdigest()
 
 
-def _finite_scalars(value, types: set[type]) -> bool:
-    """Every item (of ``types``) is an untagged scalar: a string, an int, a finite float, a bool
-    or None (as JSON, a NaN is one value whatever its bits; a pickle would keep the bits)."""
-    if not _PLAIN.issuperset(types):
-        return False
-    try:
-        if float not in types:
-            return True
-        if types <= {int, float, bool}:  # one pass in C
-            return all(map(math.isfinite, value))
-        return all(math.isfinite(v) for v in value if type(v) is float)
-    except OverflowError:  # an int beyond a float's range: not this encoding's case
-        return False
-
-
 def _rows_digest(value) -> str | None:
-    """The digest of a long output made of scalars or flat rows; None for any other output."""
+    """The digest of a long output made of flat rows of untagged scalars (finite floats: JSON
+    has one NaN, a pickle would keep its bits); None for any other output."""
     if type(value) not in (list, tuple) or len(value) <= PICKLE_DIGEST_ITEMS:
         return None
-    types = set(map(type, value))
-    if types <= {tuple, list}:
-        digest = _text_rows_digest(value, types)
-        return digest if digest is not None or not _flat_rows(value) else _pickle_digest(value)
-    return _pickle_digest(value) if _finite_scalars(value, types) else None
+    row_types = set(map(type, value))
+    if not row_types <= {tuple, list}:
+        return None
+    digest = _text_rows_digest(value, row_types)
+    return digest if digest is not None or not _flat_rows(value) else _pickle_digest(value)
 
 
 def encode_text(value, limit: int = INLINE_OUTPUT_CHARS) -> tuple[str | None, str | None]:

@@ -342,13 +342,18 @@ class Executor:
         verdicts = Verdicts(plan, reference.outputs, suite.comparator)
         key = f"{reference_key(task_id, suite)}:{repeats}"
         if key not in self._reference_timings:
-            self._reference_timings[key] = await self._timed(
-                suite.reference_code,
-                suite,
-                dict.fromkeys(chosen, REFERENCE_CPU_LIMIT_S),
-                repeats,
-                verdicts,
-            )
+            try:
+                self._reference_timings[key] = await self._timed(
+                    suite.reference_code,
+                    suite,
+                    dict.fromkeys(chosen, REFERENCE_CPU_LIMIT_S),
+                    repeats,
+                    verdicts,
+                )
+            except CorebenchError as exc:  # not the solution's doing: never a stored refusal
+                raise CorebenchError(
+                    f"the reference solution of {task_id} could not be measured: {exc}"
+                ) from None
         ref = self._reference_timings[key]
         limits = {i: time_limit(suite, reference_cpu[i]) for i in chosen}
         mine = await self._timed(code, suite, limits, repeats, verdicts)

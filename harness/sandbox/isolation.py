@@ -171,8 +171,12 @@ def child_command(
             argv += ["--cap-add", "CAP_SYS_ADMIN"]
     # /proc read-only: a program cannot reset its own memory high-water mark (the harness resets
     # it through the host's /proc); /tmp first: the binds below may live under it (a checkout or
-    # venv in /tmp) and must stay visible.
-    argv += ["--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc", "--tmpfs", "/tmp"]
+    # venv in /tmp) and must stay visible. /dev/shm a tmpfs of its own: /dev and / are made
+    # read-only below, so that /sandbox, /tmp and /dev/shm are all a program can write (in a user
+    # namespace the sandbox's own root tmpfs and /dev would be its to write; a timing session,
+    # which lives across runs, watches only those three).
+    argv += ["--dev", "/dev", "--tmpfs", "/dev/shm"]
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--tmpfs", "/tmp"]
     roots = _readonly_roots()
     # Parents that bubblewrap would create as 0700: make them traversable for `nobody`.
     parents = sorted({str(p) for r in roots for p in Path(r).parents if str(p) != "/"} - set(roots))
@@ -182,6 +186,8 @@ def child_command(
         argv += ["--ro-bind", root, root]
     argv += [
         "--bind", workdir, SANDBOX_HOME,
+        "--remount-ro", "/dev",
+        "--remount-ro", "/",
         "--chdir", SANDBOX_HOME,
         "--", *python,
     ]  # fmt: skip

@@ -32,6 +32,11 @@ STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
 MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)
 MAX_TEXT = 2000  # error messages and the like
 OUTPUT_FIELD = b', "output": '  # how an event's output is spliced in, after its other fields
+# why a timed run ended that says nothing about the program: the machine or the sandbox
+WALL_OVERRUN = "wall-clock limit exceeded"
+NOT_STARTED = "the timed process did not start"
+UNCONFINED = "new processes cannot be forbidden here"
+NOT_THE_PROGRAMS = (WALL_OVERRUN, NOT_STARTED, UNCONFINED)
 
 
 class _Record:

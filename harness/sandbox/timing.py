@@ -10,7 +10,8 @@ let go to the moment its answer arrived, and its peak memory above its memory at
 
 - nothing the program keeps between calls (a cache, a table, a lazy global) reaches the next
   run: every run starts from the state before the program loaded, and a run that changes the
-  file system is refused;
+  file system is refused (and the session's child replaced, so that nothing it wrote reaches
+  another program);
 - every process counts: a timed run cannot start one (a seccomp filter; RLIMIT_NPROC where
   that is missing), and the CPU clock counts all its threads;
 - module code counts: a program that precomputes at import pays for it in every run.
@@ -44,9 +45,9 @@ from ..config import (
     MEASUREMENT_WARMUP,
     STARTUP_ALLOWANCE_S,
 )
-from ..errors import CorebenchError
+from ..errors import CorebenchError, MeasurementRefused
 from .judging import wall_budget
-from .protocol import Job
+from .protocol import NOT_THE_PROGRAMS, Job
 from .supervisor import Budget, Child, Stopped
 
 # (index of the test in run order, the timed event) -> whether its answer is acceptable
@@ -177,9 +178,8 @@ class Timer:
                 child.send({"op": "program", **program})
                 load = child.expect("load", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
                 if load["status"] != "ok":
-                    raise CorebenchError(
-                        "a solution that passed failed during the measurement phase: "
-                        f"{load.get('error') or load['status']}"
+                    raise MeasurementRefused(
+                        f"it failed to load while timed: {load.get('error') or load['status']}"
                     )
                 session = Session(child, check)
                 return Timed(
@@ -190,9 +190,13 @@ class Timer:
                 )
             except Stopped as stop:
                 self.close()
-                raise CorebenchError(
-                    f"the measurement phase stopped the program: {stop.detail}"
-                ) from None
+                refused = MeasurementRefused if stop.kind == "violation" else CorebenchError
+                raise refused(f"the measurement phase stopped the program: {stop.detail}") from None
+            except CorebenchError:
+                # whatever a refused run left (a file it wrote, the session's state) must not
+                # reach the next program: the next one gets a fresh child, folder and /tmp
+                self.close()
+                raise
 
 
 class Session:
@@ -213,14 +217,13 @@ class Session:
         self.child.send({"op": "time"})
         event = self.child.expect("timed", Budget(None, allowance))
         if event["status"] != "ok":
-            raise CorebenchError(
-                "a solution that passed failed during the measurement phase: "
-                f"{event.get('error') or event['status']}"
-            )
+            why = event.get("error") or event["status"]
+            # a wall-clock overrun (a loaded machine) or a run that could not be confined says
+            # nothing about the program: not a refusal to keep
+            refused = CorebenchError if why in NOT_THE_PROGRAMS else MeasurementRefused
+            raise refused(f"it failed while timed on test {index}: {why}")
         if not self.check(index, event):
-            raise CorebenchError(
-                f"a solution that passed gave a wrong answer on test {index} while timed"
-            )
+            raise MeasurementRefused(f"a wrong answer on test {index} while timed")
         return event
 
     def time(self, index: int, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:

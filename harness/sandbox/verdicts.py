@@ -8,7 +8,7 @@ import reprlib
 from typing import Any
 
 from ..records import ExecutionResult, TestOutcome, Verdict
-from .codec import equal_texts, reported_output
+from .codec import Digest, encode_text, equal_texts, reported_output
 from .judging import Judged
 from .oracle import Expected
 from .supervisor import Ending, Stopped
@@ -90,8 +90,16 @@ class Verdicts:
         if self._identical(name, i, event):  # no decoding: the same text as expected
             return event["output"], True
         output = decoded(event)
+        expected = self.expected[name][i]
+        if isinstance(output, Digest) and not isinstance(expected, Digest):
+            # too large to send: the expected value (stated by the dataset, or small) must have
+            # the same digest, as an output that large must match exactly
+            try:
+                return output, encode_text(expected)[1] == output.hex
+            except Exception:  # an expected value the codec cannot encode: not this output
+                return output, False
         try:
-            return output, bool(self.comparator(output, self.expected[name][i], args))
+            return output, bool(self.comparator(output, expected, args))
         except Exception:  # a comparator meeting mismatched plain data
             return output, False
 
