@@ -9,6 +9,7 @@ import pytest
 from corebench.harness.sandbox import protocol
 from corebench.harness.sandbox.codec import (
     DIGEST_CHUNK_ROWS,
+    FORMAT,
     PICKLE_DIGEST_ITEMS,
     Digest,
     Opaque,
@@ -219,3 +220,21 @@ def test_an_output_travels_as_its_json_text_spliced_in_last():
     assert reported_output(event) == [1, 'a, "output": 2}']
     with pytest.raises(ProtocolError, match="last field"):  # cut short: no closing brace
         parse_event(line.rstrip(b"\n")[:-1])
+
+
+def test_a_changed_digest_comes_with_a_new_format():
+    # cached reference outputs keep the digests this codec made, under a key holding FORMAT: a
+    # digest that changes without a new FORMAT turns correct programs into wrong answers (two
+    # HumanEval+ references did, against a stale cache, while the flat-list digest changed)
+    n = PICKLE_DIGEST_ITEMS + 1
+    outputs = [
+        [("a", str(i)) for i in range(n)],  # rows of strings
+        [(i, 0.5) for i in range(n)],  # other rows: a pickle
+        [(0.5, math.nan)] * n,  # rows with a NaN: their JSON
+        [1, 2.5, "x"] * 5,  # anything else: its JSON
+    ]
+    digests = [encode_text(output, limit=10)[1][:16] for output in outputs]
+    assert (FORMAT, digests) == (
+        4,
+        ["c4dd0a99a2371f2b", "91d0180a429fd09d", "e8f4513cde11db49", "a0c930fc589d4f0a"],
+    ), "a digest changed: bump codec.FORMAT and write the new digests here"

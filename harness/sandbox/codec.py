@@ -168,7 +168,7 @@ def encode(value, depth: int = 0):
 
 PICKLE_DIGEST_ITEMS = 65_536  # longer outputs made of flat rows are hashed without JSON
 DIGEST_CHUNK_ROWS = 10_000  # rows hashed at a time, so no second copy of a huge output exists
-FORMAT = 3  # bump when an output's digest changes: cached reference digests are then recomputed
+FORMAT = 4  # bump when an output's digest changes: cached reference digests are then recomputed
 
 
 def _flat_rows(value) -> bool:
