@@ -15,7 +15,7 @@ from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.comparators import Close
 from corebench.harness.config import CALIBRATION_REFERENCE_S
 from corebench.harness.records import calibrated
-from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox import Executor, oracle
 from corebench.harness.sandbox.codec import reported_output
 from corebench.harness.sandbox.executor import _totals, spec_for
 from corebench.harness.sandbox.isolation import isolation_mode
@@ -675,6 +675,18 @@ def test_a_nan_output_equal_in_json_is_still_compared_as_a_float():
     )
     # NaN equals nothing, as in EvalPlus: the identical report must not pass by its JSON
     assert judge(suite.reference_code, suite).verdict is Verdict.wrong_answer
+
+
+def test_a_cost_left_by_an_older_reference_is_renewed_when_the_reference_loads():
+    # the cost's key leaves out how outputs are digested: after a new codec format the
+    # reference is computed again, and its cost must follow (it only orders work)
+    executor = Executor(workers=1)
+    reference = asyncio.run(executor.reference("t/add", ADD))
+    stale = oracle._path(oracle.cost_key("t/add", ADD), ".cost")
+    stale.write_text("123.0")
+    asyncio.run(Executor(workers=1).reference("t/add", dataclasses.replace(ADD)))
+    total = sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
+    assert float(stale.read_text()) == pytest.approx(total)
 
 
 def test_a_reference_cost_is_read_without_loading_the_reference_or_encoding_inputs():

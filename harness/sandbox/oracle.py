@@ -137,9 +137,13 @@ class Oracle:
         if data is None:
             data = await self._compute(task_id, suite)
             await asyncio.to_thread(_write, path, _dump(data))
-        cost = _path(cost_key(task_id, suite), ".cost")
-        if not cost.exists():
-            _write(cost, repr(_total_cpu(data["cpu_s"])))
+        cost, total = _path(cost_key(task_id, suite), ".cost"), repr(_total_cpu(data["cpu_s"]))
+        try:
+            kept = cost.read_text()
+        except OSError:
+            kept = None
+        if kept != total:  # none yet, or left by a reference computed before (another format)
+            _write(cost, total)
         return data
 
     async def _compute(self, task_id: str, suite: FunctionalSuite) -> dict[str, Any]:
