@@ -17,7 +17,7 @@ from corebench.harness.config import CALIBRATION_REFERENCE_S
 from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor, oracle
 from corebench.harness.sandbox.codec import reported_output
-from corebench.harness.sandbox.executor import _totals, spec_for
+from corebench.harness.sandbox.executor import _totals, specs_for
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.sandbox.protocol import SelfTiming
 from corebench.harness.sandbox.supervisor import Budget, Child
@@ -488,7 +488,7 @@ def test_timed_children_run_without_address_space_randomization():
             program = {"code": suite.reference_code, "mode": "call", "entry_point": "where"}
             child.send({"op": "program", **program})
             child.expect("load", Budget(None, 30))
-            child.send({"op": "prepare", "test": spec_for(suite, 0, 5.0)})
+            child.send({"op": "prepare", "test": specs_for(suite, [(0, 5.0)])[0]})
             child.read_event(Budget(None, 30))
             child.send({"op": "time"})
             output = child.read_event(Budget(None, 30))["output"]

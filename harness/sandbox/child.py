@@ -737,6 +737,7 @@ def timed_run(
     cpu_limit, wall_limit = float(test["cpu_limit"]), float(test.get("wall_limit") or 0)
     wall_limit = wall_limit or 3 * cpu_limit + 5
     result: dict = {}
+    ended_itself = None  # a stdio run that ended without its report line: start and wall time
     try:
         confined = read_exact(report_r, 2, time.perf_counter() + 30)
         if confined is None or confined[:1] != b"r":
@@ -752,7 +753,7 @@ def timed_run(
             if line is None:
                 result = {"status": "timeout" if "limit" in why else "error", "error": why}
                 if why == ENDED and program.mode == "stdio":  # os._exit after a flush, say
-                    result["ended"] = {"start": start_cpu, "wall": ended - started}
+                    ended_itself = {"start": start_cpu, "wall": ended - started}
             else:
                 end_cpu = stopped_clock(pid, pidfd, clock)  # None: it ended (rusage counts)
                 result = {"line": line, "end": end_cpu, "start": start_cpu, "wall": ended - started}
@@ -763,17 +764,16 @@ def timed_run(
         os.close(pidfd)
         for fd in (report_r, go_w):
             os.close(fd)
-    if "ended" in result and os.waitstatus_to_exitcode(status) == 0:
+    if ended_itself is not None and os.waitstatus_to_exitcode(status) == 0:
         # a whole program that ended by itself with status 0: its answer is what it wrote, as
         # when it is judged
-        result = {"line": b'{"event": "timed", "status": "ok"}', "end": None, **result["ended"]}
+        result = {"line": b'{"event": "timed", "status": "ok"}', "end": None, **ended_itself}
     output = None
     if program.mode == "stdio" and "line" in result:
         output = read_all(fds["stdout"], job.limits.fsize).decode("utf-8", "replace")
     for fd in fds.values():
         os.close(fd)
     if "line" not in result:
-        result.pop("ended", None)
         return protocol.event_line({"event": "timed", **result})
     if file_state(watched) != before:
         return protocol.event_line(

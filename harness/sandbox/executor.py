@@ -13,7 +13,7 @@ import contextlib
 import functools
 import os
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from ..bounded import Bounded
@@ -46,7 +46,7 @@ from .isolation import (
 from .judging import Judged, KeepGoing, run_judging, wall_budget
 from .launch import ZygotePool, engine_setting
 from .oracle import Oracle, Reference, reference_key
-from .protocol import Job, Limits, call_test, call_tests, expr_test, stdio_test
+from .protocol import Job, Limits, call_test, expr_test, stdio_test
 from .supervisor import Budget, Stopped
 from .timing import Timed, Timer
 from .verdicts import Verdicts
@@ -63,14 +63,15 @@ def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
     return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
 
-def spec_for(suite: FunctionalSuite, index: int, cpu_limit: float) -> dict[str, Any]:
-    """Test ``index`` (in run order) as the child runs it, in the suite's mode."""
-    sent = suite.sent_inputs[index]
+def specs_for(suite: FunctionalSuite, limits: Iterable[tuple[int, float]]) -> list[dict[str, Any]]:
+    """Tests (run-order index, CPU limit) as the child runs them, in the suite's mode; built in
+    one pass, since a judging job holds a suite's thousand tests."""
+    sent = suite.sent_inputs
     if suite.mode == "stdio":
-        return stdio_test(sent, cpu_limit, wall_budget(cpu_limit))
+        return [stdio_test(sent[i], limit, wall_budget(limit)) for i, limit in limits]
     if suite.mode == "expr":
-        return expr_test(sent, cpu_limit)
-    return call_test(sent, cpu_limit)
+        return [expr_test(sent[i], limit) for i, limit in limits]
+    return [call_test(sent[i], limit) for i, limit in limits]
 
 
 class Executor:
@@ -140,11 +141,7 @@ class Executor:
         """A child job running ``code`` on the suite's tests (None: a timing session)."""
         tests = None
         if cpu_limits is not None:
-            if suite.mode == "call":  # most suites: built at once
-                tests = call_tests(suite.sent_inputs, cpu_limits)
-            else:
-                limits = zip(range(suite.size), cpu_limits, strict=True)
-                tests = [spec_for(suite, i, limit) for i, limit in limits]
+            tests = specs_for(suite, zip(range(suite.size), cpu_limits, strict=True))
         return self.bare_job(
             suite.prelude + code if suite.prelude else code,
             mode=suite.mode,
@@ -291,7 +288,7 @@ class Executor:
         repeats: int,
         verdicts: Verdicts,
     ) -> Timed:
-        specs = {i: spec_for(suite, i, limit) for i, limit in limits.items()}
+        specs = dict(zip(limits, specs_for(suite, limits.items()), strict=True))
         program = {
             "code": suite.prelude + code if suite.prelude else code,
             "setup": suite.setup_code,

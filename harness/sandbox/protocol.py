@@ -129,11 +129,6 @@ def call_test(args_encoded: Any, cpu_limit: float) -> dict[str, Any]:
     return {"args": args_encoded, "cpu_limit": cpu_limit}
 
 
-def call_tests(args_encoded: list[Any], cpu_limits: list[float]) -> list[dict[str, Any]]:
-    """:func:`call_test` for every test of a suite (a thousand at a time, so built inline)."""
-    return [{"args": a, "cpu_limit": c} for a, c in zip(args_encoded, cpu_limits, strict=True)]
-
-
 def expr_test(expression: str, cpu_limit: float) -> dict[str, Any]:
     return {"expr": expression, "cpu_limit": cpu_limit}
 

@@ -188,9 +188,9 @@ class Child:
         """Until a complete line is buffered; a limit overrun is noticed within POLL_S.
 
         While small reports stream in (the last read held several: a program passing thousands
-        of tiny tests faster than they are read), the harness first lets them gather for GATHER_S: one wake-up then reads a batch of them instead of
-        one line, which frees the CPU for the children (each wake-up costs as much as a tiny
-        test). A test's budget starts when the batch holding its predecessor was read, so the
+        of tiny tests faster than they are read), the harness first lets them gather for
+        GATHER_S: one wake-up then reads a batch of them instead of one line, which frees the CPU
+        for the children (each wake-up costs as much as a tiny test). A test's budget starts when the batch holding its predecessor was read, so the
         delay can only under-count a test's CPU time, by at most GATHER_S.
 
         An overrun counts only if no report had arrived by the time the child's clock was read:
