@@ -142,11 +142,11 @@ class Measurement(Record):
     peak_memory_bytes: int
     reference_runtime_s: float
     reference_peak_memory_bytes: int
-    # calibrated cpu_s / calibrated reference_cpu_s (EffiBench's NET for one task)
+    # cpu_s / reference_cpu_s, the two timed in alternating runs (EffiBench's NET for one task)
     runtime_ratio: float
     reference_cpu_s: float | None = None  # None in runs stored before CPU ratios
     memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)
-    # seconds per calibration-work call in the solution's / reference's child, each test's own
+    # seconds per calibration-work call around the solution's / reference's runs, each test's own
     # (the mean of the samples around it) weighted by its CPU time; None in runs stored before
     calibration_s: float | None = None
     reference_calibration_s: float | None = None

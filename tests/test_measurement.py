@@ -10,11 +10,12 @@ import dataclasses
 import pytest
 
 from corebench.harness import FunctionalSuite
+from corebench.harness.config import MEASUREMENT_MAX_REPEATS_FACTOR
 from corebench.harness.errors import CorebenchError, MeasurementRefused
 from corebench.harness.sandbox import Executor
 from corebench.harness.sandbox.executor import heavy_tests
 from corebench.harness.sandbox.isolation import isolation_mode
-from corebench.harness.sandbox.timing import precise
+from corebench.harness.sandbox.timing import REFERENCE, SOLUTION, Session, precise
 
 pytestmark = pytest.mark.measurement_phase
 needs_bwrap = pytest.mark.skipif(isolation_mode() != "bwrap", reason="bubblewrap's mounts")
@@ -260,7 +261,9 @@ def test_a_reference_that_cannot_be_timed_is_not_the_solutions_refusal():
         reference_code=FILE_CACHE,
         fingerprint="test-measurement-reference-refused",
     )
-    with pytest.raises(CorebenchError, match="reference solution of t/measure") as raised:
+    with pytest.raises(
+        CorebenchError, match="measuring t/measure: the reference solution could not be measured"
+    ) as raised:
         measure(PLAIN, suite)
     assert not isinstance(raised.value, MeasurementRefused)
 
@@ -364,3 +367,72 @@ def test_whole_programs_and_assert_style_tests_are_timed_the_same_way(mode):
     assert same.tests == [0, 1, 2], same  # the three heaviest of three
     assert 0.7 < same.runtime_ratio < 1.4, same
     assert 2.5 < slow.runtime_ratio < 6, slow  # four times the work
+
+
+class _DriftingChild:
+    """A timing child on a machine that gets 3 % slower with every run: each run takes as long
+    whichever program it is."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    def send(self, request: dict) -> None:
+        self.sent.append(request)
+
+    def expect(self, event: str, budget) -> dict:
+        if event == "prepared":
+            return {"event": event}
+        slower = 1 + 0.03 * sum(r["op"] == "time" for r in self.sent)
+        return {"event": event, "status": "ok", "cpu": 1e-3 * slower, "wall": 1e-3, "peak_kb": 0}
+
+
+def test_a_solution_and_its_reference_alternate_so_drift_reaches_both_alike():
+    child = _DriftingChild()
+    specs = {SOLUTION: {"cpu_limit": 1.0}, REFERENCE: {"cpu_limit": 60.0}}
+    timed = Session(child, lambda index, event: True).time(7, specs, 5, lambda: 1e-5)
+    runs = [r for r in child.sent if r["op"] == "time"]
+    # the order flips every round: neither program always runs first
+    first, second = [REFERENCE, SOLUTION], [SOLUTION, REFERENCE]
+    assert [r["slot"] for r in runs[:6]] == first + second + first
+    assert all(r["cpu_limit"] == specs[r["slot"]]["cpu_limit"] for r in runs)
+    # never precise on this machine: rounds until MEASUREMENT_MAX_REPEATS_FACTOR x 5, both alike
+    rounds = MEASUREMENT_MAX_REPEATS_FACTOR * 5
+    assert timed[SOLUTION].runs == timed[REFERENCE].runs == rounds and len(runs) == 2 * rounds
+    # two programs of the same speed: the same medians, though the last run took 1.9x the first
+    assert timed[SOLUTION].cpu_s / timed[REFERENCE].cpu_s == pytest.approx(1.0, abs=0.03)
+
+
+def test_the_report_limit_bounds_each_timed_answer_not_a_sessions_total(monkeypatch):
+    # a 200 KB answer per run, 2 programs x 3 tests x 5 or more runs: over 6 MB in one session
+    import corebench.harness.sandbox.supervisor as supervisor_module
+
+    monkeypatch.setattr(supervisor_module, "MAX_RESULT_BYTES", 1024**2)
+    suite = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(n):\n    return 'x' * n\n",
+        inputs={"base": [[200_000], [200_001], [200_002]]},
+        fingerprint="test-measurement-large-answers",
+    )
+    measured = measure(suite.reference_code, suite)
+    assert measured.tests == [0, 1, 2] and min(measured.runs) >= 5
+
+
+def test_a_violation_during_the_references_run_is_not_the_solutions_refusal(monkeypatch):
+    # the reference runs first: its 200 KB answer breaks a 100 KB report limit before the
+    # solution (the same code) has run once
+    import corebench.harness.sandbox.supervisor as supervisor_module
+
+    suite = FunctionalSuite(
+        entry_point="f",
+        reference_code="def f(n):\n    return 'x' * n\n",
+        inputs={"base": [[200_000]]},
+        fingerprint="test-measurement-reference-violation",
+    )
+    executor = Executor(workers=1)
+    asyncio.run(executor.reference("t/measure", suite))
+    monkeypatch.setattr(supervisor_module, "MAX_RESULT_BYTES", 100 * 1024)
+    with pytest.raises(
+        CorebenchError, match="the reference solution could not be measured"
+    ) as raised:
+        asyncio.run(executor.measure("t/measure", suite.reference_code, suite, 3))
+    assert not isinstance(raised.value, MeasurementRefused)

@@ -7,8 +7,9 @@ worker slots as the CPUs it reserves on its node. ``RayExecutor`` offers the exe
 whole, to the least busy node:
 
 - a suite travels once per run to the object store; nodes need no dataset;
-- a measurement (the reference's timing and the solution's) runs on one node, alone there, so the
-  ratio compares the two programs on the same machine; nodes time one program each at a time;
+- a measurement (the solution and its reference, their runs alternating) runs on one node, alone
+  there, so the ratio compares the two programs on the same machine; nodes time one solution each
+  at a time;
 - a call whose actor or node dies is sent again to another (judging has no side effects beyond
   each node's reference cache), so a lost worker loses no sample; after ``RAY_ATTEMPTS`` lost
   nodes the call fails with the reason.
@@ -76,7 +77,7 @@ class SandboxNode:
 
     async def references_timed(self) -> int:
         """References this node has timed for measurements (each beside its solution)."""
-        return len(self.executor._reference_timings)
+        return self.executor.timings
 
     async def judge(self, *args: Any, **kwargs: Any) -> ExecutionResult:
         return await self.executor.judge(*args, **kwargs)

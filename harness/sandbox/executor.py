@@ -16,7 +16,6 @@ import weakref
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from ..bounded import Bounded
 from ..comparators import Close, Tokens
 from ..config import (
     DEFAULT_TEST_TIME_LIMIT_S,
@@ -27,13 +26,12 @@ from ..config import (
     MEMORY_FLOOR_BYTES,
     MIN_TIME_LIMIT_S,
     REFERENCE_CPU_LIMIT_S,
-    REFERENCES_KEPT,
     STARTUP_ALLOWANCE_S,
     TIME_LIMIT_FACTOR,
 )
-from ..errors import CorebenchError
+from ..errors import CorebenchError, MeasurementRefused
 from ..examples import Example
-from ..records import ExecutionResult, Measurement, TestOutcome, Verdict, calibrated
+from ..records import ExecutionResult, Measurement, TestOutcome, Verdict
 from ..testsuite import FunctionalSuite
 from .isolation import (
     BWRAP,
@@ -45,10 +43,10 @@ from .isolation import (
 )
 from .judging import Judged, KeepGoing, run_judging, wall_budget
 from .launch import ZygotePool, engine_setting
-from .oracle import Oracle, Reference, reference_key
+from .oracle import Oracle, Reference
 from .protocol import Job, Limits, call_test, expr_test, stdio_test
 from .supervisor import Budget, Stopped
-from .timing import Timed, Timer
+from .timing import REFERENCE, SOLUTION, Timed, Timer
 from .verdicts import Verdicts
 
 # What a timed run may write to, besides its working folder, inside bubblewrap: it must leave
@@ -116,7 +114,7 @@ class Executor:
             self.mode,
         )
         weakref.finalize(self, self._timer.close)
-        self._reference_timings: Bounded[str, Timed] = Bounded(REFERENCES_KEPT)
+        self.timings = 0  # timing sessions run (each times a solution beside its reference)
 
     def close(self) -> None:
         """Stop the pre-started children and the threads (also done once it is collected)."""
@@ -287,14 +285,24 @@ class Executor:
         limits: dict[int, float],
         repeats: int,
         verdicts: Verdicts,
-    ) -> Timed:
-        specs = dict(zip(limits, specs_for(suite, limits.items()), strict=True))
-        program = {
-            "code": suite.prelude + code if suite.prelude else code,
-            "setup": suite.setup_code,
-            "mode": suite.mode,
-            "entry_point": suite.entry_point if suite.mode == "call" else None,
-        }
+    ) -> dict[str, Timed]:
+        """The solution ``code`` and the suite's reference, timed together on the tests
+        ``limits`` names (the solution under those limits, the reference under its own)."""
+        tests = list(limits)
+        programs, specs = {}, {}
+        for slot, source, limit_of in (
+            (SOLUTION, code, limits.get),
+            (REFERENCE, suite.reference_code, lambda _: REFERENCE_CPU_LIMIT_S),
+        ):
+            programs[slot] = {
+                "code": suite.prelude + source if suite.prelude else source,
+                "setup": suite.setup_code,
+                "mode": suite.mode,
+                "entry_point": suite.entry_point if suite.mode == "call" else None,
+            }
+            specs[slot] = dict(
+                zip(tests, specs_for(suite, [(i, limit_of(i)) for i in tests]), strict=True)
+            )
 
         def check(index: int, event: dict[str, Any]) -> bool:
             try:
@@ -303,7 +311,8 @@ class Executor:
                 return False
 
         async with self._alone():
-            return await self._in_thread(self._timer.time, program, specs, repeats, check)
+            self.timings += 1
+            return await self._in_thread(self._timer.time, programs, specs, repeats, check)
 
     @contextlib.asynccontextmanager
     async def _alone(self) -> AsyncIterator[None]:
@@ -337,23 +346,14 @@ class Executor:
             (name, i, args) for name in suite.inputs for i, args in enumerate(suite.inputs[name])
         ]
         verdicts = Verdicts(plan, reference.outputs, suite.comparator)
-        key = f"{reference_key(task_id, suite)}:{repeats}"
-        if key not in self._reference_timings:
-            try:
-                self._reference_timings[key] = await self._timed(
-                    suite.reference_code,
-                    suite,
-                    dict.fromkeys(chosen, REFERENCE_CPU_LIMIT_S),
-                    repeats,
-                    verdicts,
-                )
-            except CorebenchError as exc:  # not the solution's doing: never a stored refusal
-                raise CorebenchError(
-                    f"the reference solution of {task_id} could not be measured: {exc}"
-                ) from None
-        ref = self._reference_timings[key]
         limits = {i: time_limit(suite, reference_cpu[i]) for i in chosen}
-        mine = await self._timed(code, suite, limits, repeats, verdicts)
+        try:
+            timed = await self._timed(code, suite, limits, repeats, verdicts)
+        except MeasurementRefused:
+            raise
+        except CorebenchError as exc:  # the machine's or the reference's: not a stored refusal
+            raise CorebenchError(f"measuring {task_id}: {exc}") from None
+        mine, ref = timed[SOLUTION], timed[REFERENCE]
         wall, cpu, peak, calibration = _totals(mine)
         ref_wall, ref_cpu, ref_peak, ref_calibration = _totals(ref)
         return Measurement(
@@ -366,11 +366,8 @@ class Executor:
             reference_cpu_s=ref_cpu,
             reference_peak_memory_bytes=ref_peak,
             reference_calibration_s=ref_calibration,
-            # each side in units of the calibration work timed around it: the machine's speed
-            # drifts between the two measurements
-            runtime_ratio=calibrated(cpu, calibration) / calibrated(ref_cpu, ref_calibration)
-            if ref_cpu > 0
-            else float("nan"),
+            # the two timed in alternating runs: the machine's drift reaches both alike
+            runtime_ratio=cpu / ref_cpu if ref_cpu > 0 else float("nan"),
             memory_ratio=max(peak, MEMORY_FLOOR_BYTES) / max(ref_peak, MEMORY_FLOOR_BYTES),
             tests=[t.index for t in mine.tests],
             runs=[t.runs for t in mine.tests],

@@ -17,11 +17,12 @@ let go to the moment its answer arrived, and its peak memory above its memory at
 - module code counts: a program that precomputes at import pays for it in every run.
 
 The harness checks each run's answer against the expected output (a program that answers
-differently when timed gets no measurement), and takes the median over runs.
+differently when timed gets no measurement), and takes the median over runs. A solution and its
+reference are timed in one session, their runs alternating: the machine's speed drifts (on this
+project's VM up to twofold within a tenth of a second), and so it reaches both alike.
 
-Calibration: the machine's speed drifts (on this project's VM up to twofold within a tenth of a
-second), so the harness thread times a fixed piece of interpreter work just before and just
-after each test's runs, and ratios compare CPU times in units of that work.
+Calibration: for absolute CPU times, the harness thread times a fixed piece of interpreter work
+just before and just after each test's runs (``records.calibrated``).
 """
 
 from __future__ import annotations
@@ -165,29 +166,33 @@ class Timer:
 
     def time(
         self,
-        program: dict[str, Any],
-        specs: dict[int, dict[str, Any]],
+        programs: dict[str, dict[str, Any]],
+        specs: dict[str, dict[int, dict[str, Any]]],
         repeats: int,
         check: Check,
-    ) -> Timed:
-        """The tests ``specs`` (run-order index -> test) of ``program`` (its code, setup, mode
-        and entry point), one after another."""
+    ) -> dict[str, Timed]:
+        """The tests ``specs[slot]`` (run-order index -> test, the same tests under each slot's
+        limits) of each program in ``programs`` (slot -> its code, setup, mode and entry point),
+        test after test, the programs' runs alternating. A failure is a MeasurementRefused
+        naming the slot ``SOLUTION`` only when that program caused it."""
         with pinned(self.cpu):
             child = self._started()
             try:
-                child.send({"op": "program", **program})
-                load = child.expect("load", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
-                if load["status"] != "ok":
-                    raise MeasurementRefused(
-                        f"it failed to load while timed: {load.get('error') or load['status']}"
-                    )
+                for slot, program in programs.items():
+                    child.send({"op": "program", "slot": slot, **program})
+                    load = child.expect("load", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+                    if load["status"] != "ok":
+                        raise _failure(
+                            slot,
+                            f"it failed to load while timed: {load.get('error') or load['status']}",
+                        )
                 session = Session(child, check)
-                return Timed(
-                    [
-                        session.time(i, spec, repeats, self._calibrate)
-                        for i, spec in sorted(specs.items())
-                    ]
-                )
+                tests = sorted(next(iter(specs.values())))
+                timed = [
+                    session.time(i, {s: specs[s][i] for s in programs}, repeats, self._calibrate)
+                    for i in tests
+                ]
+                return {slot: Timed([t[slot] for t in timed]) for slot in programs}
             except Stopped as stop:
                 self.close()
                 refused = MeasurementRefused if stop.kind == "violation" else CorebenchError
@@ -199,8 +204,18 @@ class Timer:
                 raise
 
 
+SOLUTION = "solution"  # the slot whose failures are the program's own (MeasurementRefused)
+REFERENCE = "reference"  # the slot of the solution's reference, timed beside it
+
+
+def _failure(slot: str, why: str) -> CorebenchError:
+    if slot == SOLUTION:
+        return MeasurementRefused(why)
+    return CorebenchError(f"the {slot} solution could not be measured: {why}")
+
+
 class Session:
-    """The timed runs of one program, one request at a time."""
+    """The timed runs of the programs a timing child holds, one request at a time."""
 
     def __init__(self, child: Child, check: Check):
         self.child, self.check = child, check
@@ -210,42 +225,70 @@ class Session:
         self.child.send({"op": "prepare", "test": spec})
         self.child.expect("prepared", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
 
-    def run(self, index: int, spec: dict[str, Any]) -> dict[str, Any]:
-        """One timed run, its answer checked."""
+    def run(self, slot: str, index: int, spec: dict[str, Any]) -> dict[str, Any]:
+        """One timed run of the program in ``slot``, under ``spec``'s limits, its answer checked."""
         limit = float(spec["cpu_limit"])
-        allowance = 2 * (spec.get("wall_limit") or wall_budget(limit)) + STARTUP_ALLOWANCE_S
-        self.child.send({"op": "time"})
-        event = self.child.expect("timed", Budget(None, allowance))
+        wall = spec.get("wall_limit")
+        allowance = 2 * (wall or wall_budget(limit)) + STARTUP_ALLOWANCE_S
+        limits = {"cpu_limit": limit} if wall is None else {"cpu_limit": limit, "wall_limit": wall}
+        # the report limit bounds each run's answer: the session's child outlives many runs
+        self.child.received = 0
+        self.child.send({"op": "time", "slot": slot, **limits})
+        try:
+            event = self.child.expect("timed", Budget(None, allowance))
+        except Stopped as stop:  # the run's own report broke the channel's rules: whose run?
+            if stop.kind != "violation":
+                raise
+            raise _failure(slot, f"the measurement phase stopped it: {stop.detail}") from None
         if event["status"] != "ok":
             why = event.get("error") or event["status"]
             # a wall-clock overrun (a loaded machine) or a run that could not be confined says
             # nothing about the program: not a refusal to keep
-            refused = CorebenchError if why in NOT_THE_PROGRAMS else MeasurementRefused
-            raise refused(f"it failed while timed on test {index}: {why}")
+            if why in NOT_THE_PROGRAMS:
+                raise CorebenchError(f"a run failed while timed on test {index}: {why}")
+            raise _failure(slot, f"it failed while timed on test {index}: {why}")
         if not self.check(index, event):
-            raise MeasurementRefused(f"a wrong answer on test {index} while timed")
+            raise _failure(slot, f"a wrong answer on test {index} while timed")
         return event
 
-    def time(self, index: int, spec: dict[str, Any], repeats: int, calibrate) -> TestTiming:
-        """``repeats`` timed runs, and more (up to MEASUREMENT_MAX_REPEATS_FACTOR times as many,
-        within MEASUREMENT_EXTRA_BUDGET_S of CPU) until the median is precise."""
-        self.prepare(spec)
+    def time(
+        self, index: int, specs: dict[str, dict[str, Any]], repeats: int, calibrate
+    ) -> dict[str, TestTiming]:
+        """``repeats`` timed runs of each slot's program, alternating (the order flips every
+        round, so that neither always runs first), and more rounds (up to
+        MEASUREMENT_MAX_REPEATS_FACTOR times as many, within MEASUREMENT_EXTRA_BUDGET_S of CPU)
+        until every median is precise."""
+        self.prepare(next(iter(specs.values())))
+        order = list(specs)
+        runs: dict[str, list[dict[str, Any]]] = {slot: [] for slot in order}
+
+        def round_() -> float:
+            order.reverse()
+            for slot in order:
+                runs[slot].append(self.run(slot, index, specs[slot]))
+            return sum(runs[slot][-1]["cpu"] for slot in order)
+
         for _ in range(MEASUREMENT_WARMUP):
-            self.run(index, spec)
+            round_()
+        runs = {slot: [] for slot in order}
         before = calibrate()
-        runs = [self.run(index, spec) for _ in range(repeats)]
+        for _ in range(repeats):
+            round_()
         most, extra = MEASUREMENT_MAX_REPEATS_FACTOR * repeats, 0.0
-        while len(runs) < most and extra < MEASUREMENT_EXTRA_BUDGET_S:
-            if precise([r["cpu"] for r in runs]):
+        while repeats < most and extra < MEASUREMENT_EXTRA_BUDGET_S:
+            if all(precise([r["cpu"] for r in done]) for done in runs.values()):
                 break
-            runs.append(self.run(index, spec))
-            extra += runs[-1]["cpu"]
+            extra += round_()
+            repeats += 1
         after = calibrate()
-        return TestTiming(
-            index=index,
-            cpu_s=statistics.median(r["cpu"] for r in runs),
-            wall_s=statistics.median(r["wall"] for r in runs),
-            peak_kb=max(r["peak_kb"] for r in runs),
-            calibration_s=(before + after) / 2,
-            runs=len(runs),
-        )
+        return {
+            slot: TestTiming(
+                index=index,
+                cpu_s=statistics.median(r["cpu"] for r in done),
+                wall_s=statistics.median(r["wall"] for r in done),
+                peak_kb=max(r["peak_kb"] for r in done),
+                calibration_s=(before + after) / 2,
+                runs=len(done),
+            )
+            for slot, done in runs.items()
+        }
