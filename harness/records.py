@@ -142,7 +142,8 @@ class Measurement(Record):
     peak_memory_bytes: int
     reference_runtime_s: float
     reference_peak_memory_bytes: int
-    # cpu_s / reference_cpu_s, the two timed in alternating runs (EffiBench's NET for one task)
+    # cpu_s / reference_cpu_s, the two timed in alternating runs (EffiBench's NET for one task,
+    # up to calibration: NET sums calibrated CPU times of samples timed at different moments)
     runtime_ratio: float
     reference_cpu_s: float | None = None  # None in runs stored before CPU ratios
     memory_ratio: float  # with both sides floored at MEMORY_FLOOR_BYTES (NMU for one task)

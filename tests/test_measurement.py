@@ -370,36 +370,55 @@ def test_whole_programs_and_assert_style_tests_are_timed_the_same_way(mode):
 
 
 class _DriftingChild:
-    """A timing child on a machine that gets 3 % slower with every run: each run takes as long
-    whichever program it is."""
+    """A slot's timing child on a machine that gets 3 % slower with every run (of either slot):
+    each run takes as long whichever program it is."""
 
-    def __init__(self) -> None:
-        self.sent: list[dict] = []
+    def __init__(self, slot: str, log: list[tuple[str, dict]], extra: bool = False) -> None:
+        self.slot, self.log, self.received = slot, log, 0
+        self.extra = extra  # a second line arrived with every answer
 
     def send(self, request: dict) -> None:
-        self.sent.append(request)
+        self.log.append((self.slot, request))
 
     def expect(self, event: str, budget) -> dict:
         if event == "prepared":
             return {"event": event}
-        slower = 1 + 0.03 * sum(r["op"] == "time" for r in self.sent)
+        slower = 1 + 0.03 * sum(r["op"] == "time" for _, r in self.log)
         return {"event": event, "status": "ok", "cpu": 1e-3 * slower, "wall": 1e-3, "peak_kb": 0}
+
+    def pending(self) -> bool:
+        return self.extra
 
 
 def test_a_solution_and_its_reference_alternate_so_drift_reaches_both_alike():
-    child = _DriftingChild()
+    log: list[tuple[str, dict]] = []
+    children = {slot: _DriftingChild(slot, log) for slot in (SOLUTION, REFERENCE)}
     specs = {SOLUTION: {"cpu_limit": 1.0}, REFERENCE: {"cpu_limit": 60.0}}
-    timed = Session(child, lambda index, event: True).time(7, specs, 5, lambda: 1e-5)
-    runs = [r for r in child.sent if r["op"] == "time"]
+    timed = Session(children, lambda index, event: True).time(7, specs, 5, lambda: 1e-5)
+    # each child decoded the test under its own program's limits
+    assert [(slot, r["test"]) for slot, r in log if r["op"] == "prepare"] == list(specs.items())
+    runs = [slot for slot, r in log if r["op"] == "time"]
     # the order flips every round: neither program always runs first
     first, second = [REFERENCE, SOLUTION], [SOLUTION, REFERENCE]
-    assert [r["slot"] for r in runs[:6]] == first + second + first
-    assert all(r["cpu_limit"] == specs[r["slot"]]["cpu_limit"] for r in runs)
+    assert runs[:6] == first + second + first
     # never precise on this machine: rounds until MEASUREMENT_MAX_REPEATS_FACTOR x 5, both alike
     rounds = MEASUREMENT_MAX_REPEATS_FACTOR * 5
     assert timed[SOLUTION].runs == timed[REFERENCE].runs == rounds and len(runs) == 2 * rounds
     # two programs of the same speed: the same medians, though the last run took 1.9x the first
+    # (timed one after the other instead, the ratio would be about 1.4)
     assert timed[SOLUTION].cpu_s / timed[REFERENCE].cpu_s == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize("slot", [SOLUTION, REFERENCE])
+def test_more_than_one_answer_is_the_answering_programs_refusal(slot):
+    # the harness's own check, behind the timing child's: whichever child's answer came with
+    # another line, that program is to blame (the solution's refusal is stored; the other not)
+    log: list[tuple[str, dict]] = []
+    children = {s: _DriftingChild(s, log, extra=s == slot) for s in (SOLUTION, REFERENCE)}
+    specs = {SOLUTION: {"cpu_limit": 1.0}, REFERENCE: {"cpu_limit": 60.0}}
+    with pytest.raises(CorebenchError, match="more than one answer on test 7") as raised:
+        Session(children, lambda index, event: True).time(7, specs, 5, lambda: 1e-5)
+    assert isinstance(raised.value, MeasurementRefused) == (slot == SOLUTION)
 
 
 def test_the_report_limit_bounds_each_timed_answer_not_a_sessions_total(monkeypatch):
@@ -436,3 +455,56 @@ def test_a_violation_during_the_references_run_is_not_the_solutions_refusal(monk
     ) as raised:
         asyncio.run(executor.measure("t/measure", suite.reference_code, suite, 3))
     assert not isinstance(raised.value, MeasurementRefused)
+
+
+# a slow solution (ten times the reference's loop) that, when timed, looks among the timing
+# process's live objects for another program's compiled code (its reference's) and runs that
+PEEKING = (
+    "import gc\n"
+    "_MARK = 'the peeking solution'\n"
+    "def _other():\n"
+    "    for o in gc.get_objects():\n"
+    "        if type(o).__name__ == 'Program' and _MARK not in o.code.co_consts:\n"
+    "            namespace = {}\n"
+    "            exec(o.code, namespace)\n"
+    "            return namespace.get('f')\n"
+    "def f(n):\n"
+    "    other = _other()\n"
+    "    if other is not None:\n"
+    "        return other(n)\n"
+    "    for _ in range(10):\n"
+    "        s = 0\n"
+    "        for i in range(n):\n"
+    "            s += i * i\n"
+    "    return s\n"
+)
+
+
+def test_a_solution_cannot_run_its_references_code_when_timed():
+    # each program has a timing child of its own: the solution's runs fork from a process that
+    # never held the reference
+    measured = measure(PEEKING)
+    assert measured.runtime_ratio > 5, measured
+
+
+# when timed, it sends its answer followed by forged answers (a microsecond each) meant for the
+# requests to come, then waits to be stopped
+FORGING = PLAIN.replace("def f(n):\n", "def _f(n):\n") + (
+    "import os, sys\n"
+    "def f(n):\n"
+    "    s = _f(n)\n"
+    "    frame = sys._getframe()\n"
+    "    while frame is not None and frame.f_code.co_name != 'timed_process':\n"
+    "        frame = frame.f_back\n"
+    "    if frame is not None:\n"
+    '        head = b\'{"event": "timed", "status": "ok", \'\n'
+    '        forged = head + b\'"cpu": 1e-06, "wall": 1e-06, "peak_kb": 0, "output": %d}\\n\' % s\n'
+    "        os.write(5, head + b'\"output\": %d}\\n' % s + forged * 5)\n"
+    "        os.read(6, 1)\n"
+    "    return s\n"
+)
+
+
+def test_a_timed_run_that_answers_more_than_once_gets_no_measurement():
+    with pytest.raises(MeasurementRefused, match="more than one answer"):
+        measure(FORGING)

@@ -492,7 +492,7 @@ def test_timed_children_run_without_address_space_randomization():
             child.expect("load", Budget(None, 30))
             child.send({"op": "prepare", "test": specs_for(suite, [(0, 5.0)])[0]})
             child.read_event(Budget(None, 30))
-            child.send({"op": "time", "cpu_limit": 5.0})
+            child.send({"op": "time"})
             output = child.read_event(Budget(None, 30))["output"]
             child.finish(grace_s=0)
             return output

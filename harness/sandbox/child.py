@@ -749,6 +749,8 @@ def timed_run(
             started = time.perf_counter()
             os.write(go_w, b"g")
             line, why = read_report(report_r, pidfd, clock, cpu_limit, started + wall_limit)
+            if line is not None and b"\n" in line[:-1]:  # it would answer the next request too
+                line, why = None, "more than one answer line"
             ended = time.perf_counter()
             if line is None:
                 result = {"status": "timeout" if "limit" in why else "error", "error": why}
@@ -836,11 +838,9 @@ def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
 
 
 def serve_timing(job: protocol.Job, channel: Channel) -> None:
-    """A timing session, for any number of programs: ``program`` compiles one into a named slot
-    (``load``), ``prepare`` decodes a test's input here (once, before any fork), and each
-    ``time`` request is one timed run of a slot's program on it in a fresh fork, under the
-    request's limits. The measurement phase loads a solution and its reference and alternates
-    their runs: the machine's drift reaches both alike."""
+    """A timing session, for any number of programs: ``program`` compiles one (``load``),
+    ``prepare`` decodes a test's input here (once, before any fork), and each ``time`` request is
+    one timed run of the program on it in a fresh fork."""
     not_dumpable()
     import array  # noqa: F401 - what encoding an answer imports: loaded once, here, not per run
     import hashlib  # noqa: F401
@@ -849,36 +849,34 @@ def serve_timing(job: protocol.Job, channel: Channel) -> None:
 
     confinement = Confinement()
     watched = [os.getcwd(), *job.watched]
-    programs: dict[str, Program] = {}
-    prepared = None
+    program: Program | None = None
+    test, prepared = None, None
     while (request := channel.receive()) is not None:
         op = request["op"]
         if op == "program":
-            slot = request.get("slot", "program")
-            programs.pop(slot, None)
+            program = test = prepared = None
             try:
-                programs[slot] = Program(request)
+                program = Program(request)
             except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 channel.send({"event": "load", "status": "syntax_error", "error": error})
             else:
                 channel.send({"event": "load", "status": "ok"})
-        elif op == "prepare":
+        elif op == "prepare" and program is not None:
             test = request["test"]
-            if "args" in test:
+            if program.mode == "call":
                 prepared = codec.decode(test["args"])
-            elif "expr" in test:
+            elif program.mode == "expr":
                 prepared = compile(test["expr"], "<test>", "eval", dont_inherit=True)
             else:
                 prepared = test["stdin"].encode()
-            # a timed run inherits this process's memory, and memory it could free (the input's
-            # JSON form) would hide that much of its own allocation
-            del request, test
+            # only the limits stay: a timed run inherits this process's memory, and memory it
+            # could free (the input's JSON form) would hide that much of its own allocation
+            test = {key: test[key] for key in ("cpu_limit", "wall_limit") if key in test}
+            del request
             channel.send({"event": "prepared"})
-        elif op == "time" and request.get("slot", "program") in programs:
-            program = programs[request.get("slot", "program")]
-            limits = {key: request[key] for key in ("cpu_limit", "wall_limit") if key in request}
-            channel.write(timed_run(program, confinement, job, limits, prepared, watched))
+        elif op == "time" and program is not None and test is not None:
+            channel.write(timed_run(program, confinement, job, test, prepared, watched))
         else:
             raise ValueError(f"unexpected request {op!r}")
 

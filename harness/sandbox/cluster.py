@@ -76,7 +76,7 @@ class SandboxNode:
         }
 
     async def references_timed(self) -> int:
-        """References this node has timed for measurements (each beside its solution)."""
+        """Measurements this node has completed (each a solution timed beside its reference)."""
         return self.executor.timings
 
     async def judge(self, *args: Any, **kwargs: Any) -> ExecutionResult:

@@ -114,7 +114,7 @@ class Executor:
             self.mode,
         )
         weakref.finalize(self, self._timer.close)
-        self.timings = 0  # timing sessions run (each times a solution beside its reference)
+        self.timings = 0  # timing sessions completed (each a solution beside its reference)
 
     def close(self) -> None:
         """Stop the pre-started children and the threads (also done once it is collected)."""
@@ -311,8 +311,9 @@ class Executor:
                 return False
 
         async with self._alone():
-            self.timings += 1
-            return await self._in_thread(self._timer.time, programs, specs, repeats, check)
+            timed = await self._in_thread(self._timer.time, programs, specs, repeats, check)
+        self.timings += 1
+        return timed
 
     @contextlib.asynccontextmanager
     async def _alone(self) -> AsyncIterator[None]:

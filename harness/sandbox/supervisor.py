@@ -211,6 +211,10 @@ class Child:
                     raise Stopped("wall", "wall-clock limit exceeded", used)
                 raise Stopped("cpu", "CPU-time limit exceeded", used)
 
+    def pending(self) -> bool:
+        """Whether more than the lines read so far has arrived with them."""
+        return bool(self._lines or self._buffer)
+
     def _arrived(self) -> bool:
         """Whether a complete line is in the channel now (read without waiting)."""
         while not self._lines and self._receive(0):

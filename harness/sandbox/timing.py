@@ -1,24 +1,26 @@
 """Timing sessions: how much CPU time and memory a program that passed uses on its task's
 heaviest tests, measured the same way for it and for its reference. Blocking; one session at a
-time (the executor serializes them), the harness thread and the child pinned to the same CPU.
+time (the executor serializes them), the harness thread and the children pinned to one CPU.
 
-The session's child never runs program code (``child.serve_timing``): it compiles the program,
-decodes a test's input once, and for every timed run forks a fresh process that confines itself
-(no new processes, no kernel state that outlives it), runs the program's module code and one
-call, and answers. The child measures that process from outside it: CPU from the moment it was
-let go to the moment its answer arrived, and its peak memory above its memory at that moment. So
+A session's children (one per program: the solution's and its reference's, so that a solution's
+runs never fork from a process holding its reference's code) never run program code
+(``child.serve_timing``): each compiles its program, decodes a test's input once, and for every
+timed run forks a fresh process that confines itself (no new processes, no kernel state that
+outlives it), runs the program's module code and one call, and answers once. The child measures
+that process from outside it: CPU from the moment it was let go to the moment its answer
+arrived, and its peak memory above its memory at that moment. So
 
 - nothing the program keeps between calls (a cache, a table, a lazy global) reaches the next
   run: every run starts from the state before the program loaded, and a run that changes the
-  file system is refused (and the session's child replaced, so that nothing it wrote reaches
+  file system is refused (and the session's children replaced, so that nothing it wrote reaches
   another program);
 - every process counts: a timed run cannot start one (a seccomp filter; RLIMIT_NPROC where
   that is missing), and the CPU clock counts all its threads;
 - module code counts: a program that precomputes at import pays for it in every run.
 
 The harness checks each run's answer against the expected output (a program that answers
-differently when timed gets no measurement), and takes the median over runs. A solution and its
-reference are timed in one session, their runs alternating: the machine's speed drifts (on this
+differently when timed, or more than once, gets no measurement), and takes the median over runs.
+The solution's and the reference's runs alternate: the machine's speed drifts (on this
 project's VM up to twofold within a tenth of a second), and so it reaches both alike.
 
 Calibration: for absolute CPU times, the harness thread times a fixed piece of interpreter work
@@ -126,19 +128,21 @@ def precise(cpus: list[float]) -> bool:
 
 
 class Timer:
-    """The measurement phase's child, started once (pinned, without address-space randomization)
-    and kept: it times every program the executor measures, one request at a time. Blocking and
-    not thread-safe: the executor drives it from one thread at a time."""
+    """The measurement phase's children, one per slot (a solution and its reference each have
+    their own: a solution's runs never fork from a process that holds its reference's code),
+    started once (pinned to one CPU, without address-space randomization) and kept: they time
+    every program the executor measures, one request at a time. Blocking and not thread-safe:
+    the executor drives it from one thread at a time."""
 
     def __init__(self, job: Job, mode: str):
         self.job, self.mode = job, mode
         self.cpu = pick_cpu()
         self.job.cpu = self.cpu
-        self.child: Child | None = None
+        self.children: dict[str, Child] = {}
         self.loops = 1
 
-    def _started(self) -> Child:
-        if self.child is None:
+    def _started(self, slot: str) -> Child:
+        if slot not in self.children:
             child = Child(self.job, mode=self.mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT)
             try:
                 child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
@@ -148,20 +152,23 @@ class Timer:
                 raise CorebenchError(
                     f"the measurement phase could not start: {stop.detail}"
                 ) from None
-            self.child = child
+            self.children[slot] = child
             self.loops = max(1, math.ceil(CALIBRATION_SAMPLE_S / max(calibration_sample(10), 1e-9)))
-        return self.child
+        return self.children[slot]
 
     def close(self) -> None:
-        if self.child is not None:
-            self.child.kill()
-            self.child.finish(grace_s=0)
-            self.child = None
+        children, self.children = self.children, {}
+        for child in children.values():
+            child.kill()
+        for child in children.values():
+            child.finish(grace_s=0)
 
     def _calibrate(self) -> float:
-        """The calibration work's CPU seconds per call, with the session's child stopped."""
-        assert self.child is not None and self.child.meter is not None
-        with self.child.meter.stopped():
+        """The calibration work's CPU seconds per call, with the session's children stopped."""
+        with contextlib.ExitStack() as stack:
+            for child in self.children.values():
+                assert child.meter is not None
+                stack.enter_context(child.meter.stopped())
             return calibration_sample(self.loops)
 
     def time(
@@ -173,20 +180,18 @@ class Timer:
     ) -> dict[str, Timed]:
         """The tests ``specs[slot]`` (run-order index -> test, the same tests under each slot's
         limits) of each program in ``programs`` (slot -> its code, setup, mode and entry point),
-        test after test, the programs' runs alternating. A failure is a MeasurementRefused
-        naming the slot ``SOLUTION`` only when that program caused it."""
+        test after test, the programs' runs alternating, each program in its slot's child. A
+        failure is a MeasurementRefused only when the ``SOLUTION`` slot's program caused it."""
         with pinned(self.cpu):
-            child = self._started()
             try:
+                children = {slot: self._started(slot) for slot in programs}
                 for slot, program in programs.items():
-                    child.send({"op": "program", "slot": slot, **program})
-                    load = child.expect("load", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+                    children[slot].send({"op": "program", **program})
+                    load = _expect(slot, children[slot], "load")
                     if load["status"] != "ok":
-                        raise _failure(
-                            slot,
-                            f"it failed to load while timed: {load.get('error') or load['status']}",
-                        )
-                session = Session(child, check)
+                        why = load.get("error") or load["status"]
+                        raise _failure(slot, f"it failed to load while timed: {why}")
+                session = Session(children, check)
                 tests = sorted(next(iter(specs.values())))
                 timed = [
                     session.time(i, {s: specs[s][i] for s in programs}, repeats, self._calibrate)
@@ -199,7 +204,7 @@ class Timer:
                 raise refused(f"the measurement phase stopped the program: {stop.detail}") from None
             except CorebenchError:
                 # whatever a refused run left (a file it wrote, the session's state) must not
-                # reach the next program: the next one gets a fresh child, folder and /tmp
+                # reach the next program: the next one gets fresh children, folders and /tmp
                 self.close()
                 raise
 
@@ -214,32 +219,40 @@ def _failure(slot: str, why: str) -> CorebenchError:
     return CorebenchError(f"the {slot} solution could not be measured: {why}")
 
 
+def _expect(slot: str, child: Child, kind: str, wall_s: float | None = None) -> dict[str, Any]:
+    """``child.expect``, a broken channel rule blamed on the slot whose child broke it."""
+    try:
+        return child.expect(kind, Budget(None, wall_s or wall_budget(STARTUP_ALLOWANCE_S)))
+    except Stopped as stop:
+        if stop.kind != "violation":
+            raise
+        raise _failure(slot, f"the measurement phase stopped it: {stop.detail}") from None
+
+
 class Session:
-    """The timed runs of the programs a timing child holds, one request at a time."""
+    """The timed runs of the programs a session's children hold (slot -> child), one request at
+    a time."""
 
-    def __init__(self, child: Child, check: Check):
-        self.child, self.check = child, check
+    def __init__(self, children: dict[str, Child], check: Check):
+        self.children, self.check = children, check
 
-    def prepare(self, spec: dict[str, Any]) -> None:
-        """The child decodes the test's input once; every run gets a copy-on-write copy."""
-        self.child.send({"op": "prepare", "test": spec})
-        self.child.expect("prepared", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
+    def prepare(self, specs: dict[str, dict[str, Any]]) -> None:
+        """Each child decodes the test's input once; every run gets a copy-on-write copy."""
+        for slot, spec in specs.items():
+            self.children[slot].send({"op": "prepare", "test": spec})
+            _expect(slot, self.children[slot], "prepared")
 
     def run(self, slot: str, index: int, spec: dict[str, Any]) -> dict[str, Any]:
         """One timed run of the program in ``slot``, under ``spec``'s limits, its answer checked."""
+        child = self.children[slot]
         limit = float(spec["cpu_limit"])
-        wall = spec.get("wall_limit")
-        allowance = 2 * (wall or wall_budget(limit)) + STARTUP_ALLOWANCE_S
-        limits = {"cpu_limit": limit} if wall is None else {"cpu_limit": limit, "wall_limit": wall}
-        # the report limit bounds each run's answer: the session's child outlives many runs
-        self.child.received = 0
-        self.child.send({"op": "time", "slot": slot, **limits})
-        try:
-            event = self.child.expect("timed", Budget(None, allowance))
-        except Stopped as stop:  # the run's own report broke the channel's rules: whose run?
-            if stop.kind != "violation":
-                raise
-            raise _failure(slot, f"the measurement phase stopped it: {stop.detail}") from None
+        allowance = 2 * (spec.get("wall_limit") or wall_budget(limit)) + STARTUP_ALLOWANCE_S
+        # the report limit bounds each run's answer: the session's children outlive many runs
+        child.received = 0
+        child.send({"op": "time"})
+        event = _expect(slot, child, "timed", allowance)
+        if child.pending():  # one request, one answer: more would answer the next request
+            raise _failure(slot, f"more than one answer on test {index} while timed")
         if event["status"] != "ok":
             why = event.get("error") or event["status"]
             # a wall-clock overrun (a loaded machine) or a run that could not be confined says
@@ -256,30 +269,32 @@ class Session:
     ) -> dict[str, TestTiming]:
         """``repeats`` timed runs of each slot's program, alternating (the order flips every
         round, so that neither always runs first), and more rounds (up to
-        MEASUREMENT_MAX_REPEATS_FACTOR times as many, within MEASUREMENT_EXTRA_BUDGET_S of CPU)
-        until every median is precise."""
-        self.prepare(next(iter(specs.values())))
+        MEASUREMENT_MAX_REPEATS_FACTOR times as many, within MEASUREMENT_EXTRA_BUDGET_S of CPU
+        for the programs together) until every median is precise."""
+        self.prepare(specs)
         order = list(specs)
         runs: dict[str, list[dict[str, Any]]] = {slot: [] for slot in order}
 
-        def round_() -> float:
+        def one_round() -> float:
             order.reverse()
             for slot in order:
                 runs[slot].append(self.run(slot, index, specs[slot]))
             return sum(runs[slot][-1]["cpu"] for slot in order)
 
         for _ in range(MEASUREMENT_WARMUP):
-            round_()
+            one_round()
         runs = {slot: [] for slot in order}
         before = calibrate()
-        for _ in range(repeats):
-            round_()
-        most, extra = MEASUREMENT_MAX_REPEATS_FACTOR * repeats, 0.0
-        while repeats < most and extra < MEASUREMENT_EXTRA_BUDGET_S:
-            if all(precise([r["cpu"] for r in done]) for done in runs.values()):
-                break
-            extra += round_()
-            repeats += 1
+        rounds, most, extra = 0, MEASUREMENT_MAX_REPEATS_FACTOR * repeats, 0.0
+        while rounds < repeats or (
+            rounds < most
+            and extra < MEASUREMENT_EXTRA_BUDGET_S
+            and not all(precise([r["cpu"] for r in done]) for done in runs.values())
+        ):
+            spent = one_round()
+            if rounds >= repeats:
+                extra += spent
+            rounds += 1
         after = calibrate()
         return {
             slot: TestTiming(
