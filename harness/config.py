@@ -75,6 +75,10 @@ WALL_SLACK_FACTOR = 3.0  # wall-clock backstop = slack x sum(CPU limits) + start
 EXAMPLE_TIME_LIMIT_S = 2.0  # CPU seconds per visible example a debugging agent runs
 STARTUP_ALLOWANCE_S = 5.0  # interpreter start and the solution's own imports
 MAX_TOTAL_TIME_S = 120.0  # no solution runs longer than this, whatever its tests
+# Young objects the harness allocates between cyclic garbage collections (Python's default 700).
+# Judging allocates a few small acyclic records per test; at 700 the collector took a fifth of
+# the harness's CPU on HumanEval+ (measurements/versus_evalplus.py), at 50,000 about none.
+GC_YOUNG_THRESHOLD = 50_000
 DEFAULT_MEMORY_LIMIT_BYTES = 4 * 1024**3  # capped further by RAM and cgroup limits
 MAX_OUTPUT_BYTES = 64 * 1024  # captured stdout/stderr kept per solution
 MAX_RESULT_BYTES = 256 * 1024**2  # what a child may report back (outputs of all tests)

@@ -1,6 +1,7 @@
 """The plain-data codec between the sandbox child and the harness, and how outputs travel."""
 
 import hashlib
+import itertools
 import json
 import math
 
@@ -15,6 +16,7 @@ from corebench.harness.sandbox.codec import (
     Opaque,
     _flat,
     _flat_lists,
+    _flat_rows,
     _text_rows_digest,
     decode,
     encode,
@@ -232,9 +234,83 @@ def test_a_changed_digest_comes_with_a_new_format():
         [(i, 0.5) for i in range(n)],  # other rows: a pickle
         [(0.5, math.nan)] * n,  # rows with a NaN: their JSON
         [1, 2.5, "x"] * 5,  # anything else: its JSON
+        [1, 2.5] * 5,  # scalars of one kind: a pickle
     ]
     digests = [encode_text(output, limit=10)[1][:16] for output in outputs]
     assert (FORMAT, digests) == (
-        4,
-        ["c4dd0a99a2371f2b", "91d0180a429fd09d", "e8f4513cde11db49", "a0c930fc589d4f0a"],
+        5,
+        [
+            "c4dd0a99a2371f2b",
+            "91d0180a429fd09d",
+            "e8f4513cde11db49",
+            "a0c930fc589d4f0a",
+            "2640bd00e3770378",
+        ],
     ), "a digest changed: bump codec.FORMAT and write the new digests here"
+
+
+class Small(int):  # an IntEnum-like subclass: encoded as its int
+    pass
+
+
+class Word(str):
+    pass
+
+
+def _large_outputs() -> list:
+    """Outputs over a 100-character limit: lists and tuples of scalars in every form the codec
+    meets them (exact types, subclasses, numpy, item by item), and near misses of each other."""
+    import numpy as np
+
+    n = 2000  # above the item-by-item threshold (1024)
+    numbers = [1, 3, 2.0, 8.0, 3.0] * (n // 5)
+    return [
+        numbers,
+        tuple(numbers),
+        [float(x) for x in numbers],  # 2 is not 2.0 in JSON
+        [*numbers[:-1], 3.0000000000000004],
+        [-0.0 if x == 2.0 else x for x in numbers],
+        list(range(n)),
+        [Small(i) for i in range(n)],  # subclasses: encoded item by item
+        np.arange(n),  # numpy: encoded whole, through tolist()
+        [True] * n,
+        [1] * n,
+        ["a", "b"] * (n // 2),
+        [Word("a"), Word("b")] * (n // 2),
+        ["a", 1] * (n // 2),  # not one scalar type: the JSON digest
+        [[1, 2]] * n,  # rows, not scalars
+        [1, 2, 3] * 50,  # short: never item by item
+        ([1, 2, 3] * 50)[:-1] + [3.0],
+    ]
+
+
+def test_a_large_output_has_one_digest_however_it_is_made_and_equal_only_for_equal_text():
+    # with `large`, a list or tuple of scalars is digested without its text (a million floats:
+    # 0.29 s of JSON against 0.02 s of pickle); the digest must be the one the text path gives,
+    # for every form of the same value, or a correct program fails against its reference
+    outputs = _large_outputs()
+    texts = [json.dumps(encode(v)) for v in outputs]
+    digests = [encode_text(v, limit=100)[1] for v in outputs]
+    assert None not in digests
+    for value, digest in zip(outputs, digests, strict=True):
+        assert encode_text(value, limit=100, large=True)[1] == digest
+    for i, j in itertools.combinations(range(len(outputs)), 2):
+        assert (digests[i] == digests[j]) == (texts[i] == texts[j]), (i, j)
+    assert digests[5] == digests[6] == digests[7] and digests[10] == digests[11]  # same text
+
+
+def test_large_digests_only_long_lists_of_scalars():
+    # one under the limit then reports a digest: its text could not be the expected one's, which
+    # was over the limit, so it fails either way
+    assert encode_text([0.5] * 2000, large=True) == encode_text([0.5] * 2000, limit=100)
+    for value in ([0.5] * 1000, [[1, 2]] * 2000, ["a", 1] * 1000, "x" * 10, 7, {1: 2}):
+        assert encode_text(value, large=True) == encode_text(value)
+
+
+def test_rows_of_numbers_are_finite_unless_a_float_is_not():
+    assert _flat_rows([(1, 0.5), (10**400, 2.0)])  # an int beyond floats is finite
+    for odd in (math.inf, -math.inf, math.nan):
+        assert not _flat_rows([(1, 0.5), (10**400, odd)])
+        assert not _flat_rows([(1, 0.5), (2, odd)])
+        assert not _flat_rows([("a", 0.5), ("b", odd)])
+    assert _flat_rows([("a", 0.5), (None, 2.0)]) and not _flat_rows([(b"x", 0.5)])

@@ -74,6 +74,46 @@ def test_an_output_too_large_to_send_is_judged_against_a_stated_expected_value()
     assert wrong.verdict is Verdict.wrong_answer and "sha256" in wrong.first_failure
 
 
+MIXED_NUMBERS = "def numbers(n):\n    return [i if i % 2 else i / 2 for i in range(n)]\n"
+
+
+def test_an_output_too_large_to_send_is_judged_by_digest_against_the_references():
+    # 1.2 million ints and floats (HumanEval/130's shape), 11 MB as text: the reference's output
+    # is a digest, so the judging job marks the test and the child digests without the text
+    suite = FunctionalSuite(
+        entry_point="numbers", reference_code=MIXED_NUMBERS,
+        inputs={"base": [[1_200_000], [5]]}, fingerprint="test-large-numbers",
+    )  # fmt: skip
+    executor = Executor(workers=2)
+    reference = asyncio.run(executor.reference("t/numbers", suite))
+    assert reference.outputs.digested("base", 0) and not reference.outputs.digested("base", 1)
+    jobs = []
+    make_job = executor.job
+    executor.job = lambda *args, **kwargs: jobs.append(make_job(*args, **kwargs)) or jobs[-1]
+
+    def verdict(code: str):
+        return asyncio.run(executor.evaluate("t/numbers", 0, code, suite))
+
+    right = verdict(
+        "def numbers(n):\n    out = []\n    for i in range(n):\n"
+        "        out.append(i / 2 if i % 2 == 0 else i)\n    return out\n"
+    )
+    assert right.verdict is Verdict.passed, right.first_failure
+    assert [("large" in t) for t in jobs[0].tests] == [True, False]
+    changed = MIXED_NUMBERS.replace("return [", "return [0.5] + [").replace(
+        "range(n)", "range(1, n)"
+    )
+    wrong = verdict(changed)  # one item differs (0.0 became 0.5)
+    assert wrong.verdict is Verdict.wrong_answer and "sha256" in wrong.first_failure
+    as_floats = verdict(
+        "def numbers(n):\n    return [i if i % 2 else i / 2 for i in map(float, range(n))]\n"
+    )
+    assert (
+        as_floats.verdict is Verdict.wrong_answer
+    )  # 1.0 is not 1 in a digest (EvalPlus's == says it is): as before
+    executor.close()
+
+
 def test_wrong_answer_names_the_failing_input():
     result = judge("def add(a, b):\n    return a + b if a < 100 else 0\n")
     assert result.verdict is Verdict.wrong_answer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 import warnings
@@ -63,6 +65,11 @@ class CorebenchGroup(click.Group):
 @click.version_option(package_name="corebench")
 def main() -> None:
     """corebench: evaluate code-generation agents (benchmarks x systems x models)."""
+    _, *older = gc.get_threshold()
+    gc.set_threshold(C.GC_YOUNG_THRESHOLD, *older)
+    # at exit the collector's last pass walks everything still held (datasets, references,
+    # results: half a second after a HumanEval+ evaluation); frozen objects are left out of it
+    atexit.register(gc.freeze)
 
 
 # --- option values -----------------------------------------------------------------------------

@@ -241,10 +241,11 @@ def caller(job: protocol.Job, loaded):
     return (lambda test: decode(test["args"])), (lambda args: fn(*args))
 
 
-def output_fields(output) -> tuple[dict, str | None]:
-    """(event fields, JSON text of the output or None) for a test's result."""
+def output_fields(output, large: bool = False) -> tuple[dict, str | None]:
+    """(event fields, JSON text of the output or None) for a test's result; ``large``: the
+    test's expected output was too large to send (see ``codec.encode_text``)."""
     try:
-        text, digest = codec.encode_text(output)
+        text, digest = codec.encode_text(output, large=large)
     except BaseException as exc:  # noqa: BLE001
         return {"status": "error", "error": f"unencodable output: {type(exc).__name__}"}, None
     if digest is not None:
@@ -273,7 +274,7 @@ def judge_calls(job: protocol.Job, channel: Channel, loaded) -> None:
             status, error = error_status(exc)
             fields.update(status=status, error=error)
         else:
-            extra, output_json = output_fields(output)
+            extra, output_json = output_fields(output, "large" in test)
             del output, args
             if timing is None and output_json is not None:  # the common case, built at once
                 channel.write(protocol.passed_test_line(index, output_json.encode()))

@@ -33,6 +33,7 @@ from ..errors import CorebenchError, MeasurementRefused
 from ..examples import Example
 from ..records import ExecutionResult, Measurement, TestOutcome, Verdict
 from ..testsuite import FunctionalSuite
+from . import protocol
 from .isolation import (
     BWRAP,
     NOBODY,
@@ -134,12 +135,16 @@ class Executor:
         suite: FunctionalSuite,
         code: str,
         cpu_limits: list[float] | None,
+        large: Iterable[int] = (),
         **extra: Any,
     ) -> Job:
-        """A child job running ``code`` on the suite's tests (None: a timing session)."""
+        """A child job running ``code`` on the suite's tests (None: a timing session); ``large``:
+        the tests whose expected output is a digest (``protocol.large``)."""
         tests = None
         if cpu_limits is not None:
             tests = specs_for(suite, zip(range(suite.size), cpu_limits, strict=True))
+            for index in large:
+                tests[index] = protocol.large(tests[index])
         return self.bare_job(
             suite.prelude + code if suite.prelude else code,
             mode=suite.mode,
@@ -239,8 +244,9 @@ class Executor:
         ]
         limits = [time_limit(suite, reference.cpu_s[name][i]) for name, i, _ in plan]
         verdicts = Verdicts(plan, reference.outputs, suite.comparator)
+        large = [k for k, (name, i, _) in enumerate(plan) if reference.outputs.digested(name, i)]
         judged = await self.run_judging(
-            self.job(suite, code, limits, stop_on_error=stop_on_failure),
+            self.job(suite, code, limits, large, stop_on_error=stop_on_failure),
             _budgets(limits, suite.mode),
             verdicts.keep_going(stop_on_failure),
         )

@@ -65,6 +65,11 @@ class Expected:
         """The cached form of one expected output; None when the dataset states them."""
         return None if self.stored is None else self.stored[name][index]
 
+    def digested(self, name: str, index: int) -> bool:
+        """The reference's output was too large to send: only its digest is known."""
+        stored = self.stored_output(name, index)
+        return stored is not None and "digest" in stored
+
 
 @dataclass
 class Reference:

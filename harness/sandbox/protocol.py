@@ -133,6 +133,12 @@ def expr_test(expression: str, cpu_limit: float) -> dict[str, Any]:
     return {"expr": expression, "cpu_limit": cpu_limit}
 
 
+def large(test: dict[str, Any]) -> dict[str, Any]:
+    """``test`` (a call or expression) whose expected output was too large to send: the child
+    reports a digest without making the output's text when it can (``codec.encode_text``)."""
+    return {**test, "large": True}
+
+
 def stdio_test(stdin: str, cpu_limit: float, wall_limit: float) -> dict[str, Any]:
     return {"stdin": stdin, "cpu_limit": cpu_limit, "wall_limit": wall_limit}
 
