@@ -12,6 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("COREBENCH_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
 
+# subprocesses (the `corebench` CLI) find the data where the tests do, as CI's shell sets it
+os.environ.setdefault("COREBENCH_DATA_DIR", str(DATA_DIR))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")

@@ -281,6 +281,21 @@ def _large_outputs() -> list:
         [[1, 2]] * n,  # rows, not scalars
         [1, 2, 3] * 50,  # short: never item by item
         ([1, 2, 3] * 50)[:-1] + [3.0],
+        [*numbers[:-1], math.nan],  # tagged: the JSON digest
+        [*numbers[:-1], math.inf],
+        [*numbers[:-1], 2**63],
+        [*numbers[:-1], 1e300],  # in range as a float, beyond it beside ints
+        [Small(1)] * DIGEST_CHUNK_ROWS
+        + [0.5] * 12_000,  # more than one chunk, then ints and floats
+        [Small(1)] * DIGEST_CHUNK_ROWS + [1e300] * 12_000,
+        [1] * DIGEST_CHUNK_ROWS + [0.5] * 12_000,  # the same texts as the two above, exact types
+        [1] * DIGEST_CHUNK_ROWS + [1e300] * 12_000,
+        type("Listed", (list,), {})([1] * DIGEST_CHUNK_ROWS + [1e300] * 12_000),  # encoded whole
+        type("Listed", (list,), {})(numbers),  # a list subclass: its items
+        tuple(Small(i) for i in range(n)),
+        list(range(1024)),  # the item-by-item threshold
+        list(range(1025)),
+        [Small(i) for i in range(1025)],
     ]
 
 
@@ -297,6 +312,40 @@ def test_a_large_output_has_one_digest_however_it_is_made_and_equal_only_for_equ
     for i, j in itertools.combinations(range(len(outputs)), 2):
         assert (digests[i] == digests[j]) == (texts[i] == texts[j]), (i, j)
     assert digests[5] == digests[6] == digests[7] and digests[10] == digests[11]  # same text
+    assert digests[0] == digests[-5] and digests[-2] == digests[-1]
+
+
+def test_a_surrogate_pair_is_not_the_character_it_stands_for_once_digested():
+    # JSON writes both as the same escape; Python's == (and EvalPlus) tells them apart, as the
+    # digest does
+    pair, character = ["\ud83d\ude00"] * 2000, ["\U0001f600"] * 2000
+    assert json.dumps(pair) == json.dumps(character) and pair != character
+    assert encode_text(pair, limit=100)[1] != encode_text(character, limit=100)[1]
+
+
+def test_a_list_over_the_limit_by_its_closing_bracket_is_a_digest_in_every_form():
+    n = 2000
+    limit = len(json.dumps(list(range(n)))) - 1
+    exact, items = (
+        encode_text(list(range(n)), limit),
+        encode_text([Small(i) for i in range(n)], limit),
+    )
+    assert exact[0] is None and exact == items
+    tuple_limit = len(json.dumps(encode(tuple(range(n))))) - 2
+    assert encode_text(tuple(range(n)), tuple_limit)[0] is None
+    assert encode_text(tuple(range(n)), tuple_limit) == encode_text(
+        tuple(Small(i) for i in range(n)), tuple_limit
+    )
+    assert encode_text(list(range(n)), limit + 1) == (json.dumps(list(range(n))), None)
+
+
+def test_the_child_digests_a_long_list_without_its_text_only_when_the_test_is_marked_large():
+    from corebench.harness.sandbox.child import output_fields
+
+    numbers = [0.5] * 2000
+    assert output_fields(numbers) == ({"status": "ok"}, json.dumps(numbers))
+    fields, text = output_fields(numbers, large=True)
+    assert text is None and fields == {"status": "ok", "digest": encode_text(numbers, 100)[1]}
 
 
 def test_large_digests_only_long_lists_of_scalars():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -12,16 +13,17 @@ import time
 import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
-from corebench.harness.comparators import Close
+from corebench.harness.comparators import Close, Comparator, Exact
 from corebench.harness.config import CALIBRATION_REFERENCE_S
 from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor, oracle
-from corebench.harness.sandbox.codec import reported_output
+from corebench.harness.sandbox.codec import encode_text, reported_output
 from corebench.harness.sandbox.executor import _totals, specs_for
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.sandbox.protocol import SelfTiming
 from corebench.harness.sandbox.supervisor import Budget, Child
 from corebench.harness.sandbox.timing import TestTiming, Timed
+from corebench.harness.sandbox.verdicts import Verdicts
 
 ADD = FunctionalSuite(
     entry_point="add",
@@ -85,6 +87,13 @@ def test_an_output_too_large_to_send_is_judged_by_digest_against_the_references(
         inputs={"base": [[1_200_000], [5]]}, fingerprint="test-large-numbers",
     )  # fmt: skip
     executor = Executor(workers=2)
+    try:
+        large_output_verdicts(executor, suite)
+    finally:
+        executor.close()
+
+
+def large_output_verdicts(executor: Executor, suite: FunctionalSuite) -> None:
     reference = asyncio.run(executor.reference("t/numbers", suite))
     assert reference.outputs.digested("base", 0) and not reference.outputs.digested("base", 1)
     jobs = []
@@ -100,18 +109,39 @@ def test_an_output_too_large_to_send_is_judged_by_digest_against_the_references(
     )
     assert right.verdict is Verdict.passed, right.first_failure
     assert [("large" in t) for t in jobs[0].tests] == [True, False]
-    changed = MIXED_NUMBERS.replace("return [", "return [0.5] + [").replace(
-        "range(n)", "range(1, n)"
-    )
-    wrong = verdict(changed)  # one item differs (0.0 became 0.5)
+    changed = MIXED_NUMBERS.replace("return [", "return [0.5] + [")
+    wrong = verdict(changed.replace("range(n)", "range(1, n)"))  # one item differs: 0.5, not 0.0
     assert wrong.verdict is Verdict.wrong_answer and "sha256" in wrong.first_failure
-    as_floats = verdict(
+    # 1.0 is not 1 in a digest (EvalPlus's == says it is), as before
+    as_floats = (
         "def numbers(n):\n    return [i if i % 2 else i / 2 for i in map(float, range(n))]\n"
     )
-    assert (
-        as_floats.verdict is Verdict.wrong_answer
-    )  # 1.0 is not 1 in a digest (EvalPlus's == says it is): as before
-    executor.close()
+    assert verdict(as_floats).verdict is Verdict.wrong_answer
+
+
+def test_a_digest_on_one_side_is_compared_with_the_digest_of_the_other():
+    # more than 65,536 rows are digested whatever their size, but only as exact lists: a numpy
+    # array of the same rows travels as text, and is judged by its digest once decoded
+    rows = [[i, 1] for i in range(70_000)]
+    digest = encode_text(rows)[1]
+    plan, stored = [("base", 0, [])], {"base": [{"digest": digest}]}
+
+    def event(**fields):
+        return {"event": "test", "i": 0, "status": "ok", **fields}
+
+    exact = Verdicts(plan, oracle.Expected(stored=stored), Exact())
+    assert exact.compare(0, event(output=json.dumps(rows).encode()))[1]
+    assert not exact.compare(0, event(output=json.dumps([*rows[:-1], [0, 1]]).encode()))[1]
+
+    class AnyOrder(Comparator):  # like EvalPlus's any-order oracles: set() of a Digest raises
+        accepts_equal = True
+
+        def __call__(self, output, expected, args):
+            return set(map(tuple, output)) == set(map(tuple, expected))
+
+    any_order = Verdicts(plan, oracle.Expected(stored=stored), AnyOrder())
+    assert any_order.compare(0, event(digest=digest))[1]  # the reference's digest: accepted
+    assert not any_order.compare(0, event(digest="0" * 64))[1]
 
 
 def test_wrong_answer_names_the_failing_input():

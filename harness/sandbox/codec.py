@@ -222,21 +222,32 @@ def _text_rows_digest(value, row_types: set[type]) -> str | None:
     return hasher.hexdigest()
 
 
-def _pickle_digest(value, container: str | None = None) -> str:
-    """sha256 of a memo-free pickle: equal values give equal bytes whatever object identity they
-    have, and tuples differ from lists (``container`` names the type when ``value`` is a list of
-    a tuple's items). Ten times faster than JSON for rows of scalars."""
-    import hashlib
+def _pickled(chunk) -> bytes:
+    """A memo-free pickle: equal plain values give equal bytes whatever object identity they
+    have, and tuples differ from lists."""
     import io
     import pickle
 
-    hasher = hashlib.sha256(f"pickle-v1:{container or type(value).__name__}:".encode())
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=4)
+    pickler.fast = True  # no memo: canonical for trees of plain values
+    pickler.dump(chunk)
+    return buffer.getvalue()
+
+
+def _pickle_hasher(container: str):
+    import hashlib
+
+    return hashlib.sha256(f"pickle-v1:{container}:".encode())
+
+
+def _pickle_digest(value, container: str | None = None) -> str:
+    """sha256 of ``value`` pickled DIGEST_CHUNK_ROWS items at a time (``container`` names the
+    type when ``value`` is a list of a tuple's items). Ten times faster than JSON for rows of
+    scalars."""
+    hasher = _pickle_hasher(container or type(value).__name__)
     for start in range(0, len(value), DIGEST_CHUNK_ROWS):
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=4)
-        pickler.fast = True  # no memo: canonical for trees of plain values
-        pickler.dump(value[start : start + DIGEST_CHUNK_ROWS])
-        hasher.update(buffer.getvalue())
+        hasher.update(_pickled(value[start : start + DIGEST_CHUNK_ROWS]))
     return hasher.hexdigest()
 
 
@@ -252,9 +263,12 @@ def _rows_digest(value) -> str | None:
     return digest if digest is not None or not _flat_rows(value) else _pickle_digest(value)
 
 
+_NUMBER_KINDS = (_INT, _FLOAT, _NUMBERS)
+
+
 def _flat_form(encoded) -> tuple[str, list] | None:
     """("list" or "tuple", items) when an encoded output is a list or tuple of untagged scalars
-    (whatever it was before encoding: a numpy array, a list of IntEnum members), else None."""
+    of one kind (``_flat``), else None."""
     kind, items = "list", encoded
     if type(encoded) is dict and encoded.get("$") == "tuple":
         kind, items = "tuple", encoded.get("v")
@@ -263,17 +277,63 @@ def _flat_form(encoded) -> tuple[str, list] | None:
     return kind, items
 
 
+class _FlatItems:
+    """A long list's or tuple's encoded items, fed one at a time (a list of IntEnum members is
+    encoded item by item): their :func:`_pickle_digest` if they turn out to be untagged scalars
+    of one kind (``_flat`` of them all), taken DIGEST_CHUNK_ROWS at a time, so no second copy of
+    the output exists."""
+
+    def __init__(self, container: str):
+        self.hasher = _pickle_hasher(container)
+        self.chunk: list = []
+        self.types: set[type] = set()
+        self.low = self.high = 0  # over the numbers: _flat bounds a mix of ints and floats
+
+    def add(self, encoded) -> None:
+        if self.hasher is None:
+            return
+        if type(encoded) not in _PLAIN:  # a tagged value or a container
+            self.hasher = None
+            return
+        self.chunk.append(encoded)
+        if len(self.chunk) == DIGEST_CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        chunk, self.chunk = self.chunk, []
+        if _flat(chunk) is None:
+            self.hasher = None
+            return
+        types = set(map(type, chunk))
+        self.types |= types
+        if types in _NUMBER_KINDS:
+            self.low, self.high = min(self.low, min(chunk)), max(self.high, max(chunk))
+        self.hasher.update(_pickled(chunk))
+
+    def digest(self) -> str | None:
+        if self.hasher is not None and self.chunk:
+            self._flush()
+        if self.hasher is None or self.types not in (*_FLAT_TYPES, *_NUMBER_KINDS):
+            return None
+        if self.types == _NUMBERS and not -_BIG < self.low <= self.high < _BIG:
+            return None
+        return self.hasher.hexdigest()
+
+
 def encode_text(
     value, limit: int = INLINE_OUTPUT_CHARS, large: bool = False
 ) -> tuple[str | None, str | None]:
     """(JSON text, None) for an output, or (None, its digest) when that text exceeds ``limit``.
 
-    The digest of a list or tuple of untagged scalars is a pickle's (:func:`_flat_form`): it has
-    the same equal cases as the text's, and with ``large`` (the expected output was itself too
-    large to send, so only an identical output passes) it is taken without making the text,
-    which for a million floats costs ten times the pickle. Long top-level lists and tuples are
-    encoded item by item, so a huge output never exists twice in memory; the text is the same
-    as ``json.dumps(encode(value))`` would give.
+    The digest of a list or tuple of untagged scalars of one kind is a pickle's (``_flat_form``,
+    ``_FlatItems``), the same however the list was made (exact types, subclasses, numpy), and
+    equal exactly when the items are equal values of the same types, as their JSON texts are
+    (but for a string holding a surrogate pair, which JSON writes as the character it stands
+    for and the digest, like Python's ``==``, keeps apart). With ``large`` (the
+    expected output was itself too large to send, so only an identical output passes) a long
+    one is digested without making its text, which for a million floats costs ten times the
+    pickle. Long top-level lists and tuples are encoded item by item, so a huge output never
+    exists twice in memory; the text is the same as ``json.dumps(encode(value))`` would give.
     """
     kind = type(value)
     if kind is str or kind is bool or value is None or (kind is int and -_BIG < value < _BIG):
@@ -290,21 +350,16 @@ def encode_text(
     digest = _rows_digest(value) if scalars is None else None  # rows are lists or tuples
     if digest is not None:
         return None, digest
-    whole = scalars if scalars is not None or not long else _flat_lists(value)
-    kept: list | None = None  # the items' encodings while all are untagged scalars
+    whole = _flat_lists(value) if long and scalars is None else scalars
+    flat = None
     if long and whole is None:
         head, tail = ("[", "]") if kind is list else ('{"$": "tuple", "v": [', "]}")
-        kept = []
+        flat = _FlatItems(kind.__name__)
 
         def item_texts():
-            nonlocal kept
             for item in value:
                 encoded = encode(item, 1)
-                if kept is not None:
-                    if type(encoded) in _PLAIN:
-                        kept.append(encoded)
-                    else:
-                        kept = None
+                flat.add(encoded)
                 yield json.dumps(encoded)
 
         items = item_texts()
@@ -333,10 +388,13 @@ def encode_text(
                 parts = []
         else:
             hasher.update(piece.encode())
-    if hasher is None:
+    if hasher is None and size + len(tail) <= limit:
         return "".join(parts) + tail, None
-    if kept is not None and _flat(kept) is not None:
-        return None, _pickle_digest(kept, kind.__name__)
+    digest = flat.digest() if flat is not None else None
+    if digest is not None:
+        return None, digest
+    if hasher is None:  # over the limit by its closing bracket
+        hasher = hashlib.sha256("".join(parts).encode())
     hasher.update(tail.encode())
     return None, hasher.hexdigest()
 
