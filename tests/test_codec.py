@@ -363,3 +363,17 @@ def test_rows_of_numbers_are_finite_unless_a_float_is_not():
         assert not _flat_rows([(1, 0.5), (2, odd)])
         assert not _flat_rows([("a", 0.5), ("b", odd)])
     assert _flat_rows([("a", 0.5), (None, 2.0)]) and not _flat_rows([(b"x", 0.5)])
+
+
+def test_long_rows_have_one_digest_as_a_list_a_list_subclass_or_a_numpy_array():
+    # more than 65,536 rows are digested whatever their size; a numpy array or a list subclass
+    # of the same rows is encoded whole, and must give the same digest in and over the limit
+    import numpy as np
+
+    rows = [[i, 1] for i in range(PICKLE_DIGEST_ITEMS + 10)]
+    for limit in (100, 10**9):
+        digest = encode_text(rows, limit)[1]
+        assert digest is not None
+        assert encode_text(np.array(rows), limit)[1] == digest
+        assert encode_text(type("Listed", (list,), {})(rows), limit)[1] == digest
+        assert encode_text(np.array([*rows[:-1], [0, 1]]), limit)[1] != digest

@@ -120,8 +120,8 @@ def large_output_verdicts(executor: Executor, suite: FunctionalSuite) -> None:
 
 
 def test_a_digest_on_one_side_is_compared_with_the_digest_of_the_other():
-    # more than 65,536 rows are digested whatever their size, but only as exact lists: a numpy
-    # array of the same rows travels as text, and is judged by its digest once decoded
+    # more than 65,536 rows are digested whatever their size: the same rows sent as text (as a
+    # numpy array's were) are judged by their digest once decoded
     rows = [[i, 1] for i in range(70_000)]
     digest = encode_text(rows)[1]
     plan, stored = [("base", 0, [])], {"base": [{"digest": digest}]}

@@ -366,6 +366,10 @@ def encode_text(
     else:
         if whole is None:
             whole = encode(value)
+            # a numpy array or a list subclass of long rows: digested as the same rows would be
+            digest = _rows_digest(whole) if type(whole) is list else None
+            if digest is not None:
+                return None, digest
         elif kind is tuple:
             whole = {"$": "tuple", "v": whole}
         text = json.dumps(whole)
