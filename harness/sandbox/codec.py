@@ -375,7 +375,8 @@ def encode_text(
         text = json.dumps(whole)
         if len(text) <= limit:  # one piece, within the limit: the output's text as it is
             return text, None
-        form = _flat_form(whole)
+        # a list of scalars is known flat already (``scalars``): no second pass over it
+        form = (kind.__name__, scalars) if scalars is not None else _flat_form(whole)
         if form is not None:
             return None, _pickle_digest(form[1], form[0])
         head, tail, items = "", "", iter((text,))
