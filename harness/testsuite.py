@@ -73,6 +73,17 @@ class FunctionalSuite:
         return [encode(args) for args in self.flat_inputs]
 
     @cached_property
+    def inputs_text(self) -> str:
+        """Every test's input as JSON text, made once per suite: in call and expr suites the
+        tests as a judging job carries them (``protocol.input_tests``), spliced into every job
+        as they are; in stdio suites the stdin texts. The cache key hashes it."""
+        if self.mode == "stdio":
+            return json.dumps(self.sent_inputs)
+        from .sandbox.protocol import input_tests
+
+        return json.dumps(input_tests(self.mode, self.sent_inputs))
+
+    @cached_property
     def content_key(self) -> str:
         """sha256 of everything that determines the reference's outputs and times: its code, how
         it is run, and every test input (so a changed dataset or option never reuses a cache)."""
@@ -83,7 +94,7 @@ class FunctionalSuite:
         digest.update(
             json.dumps([[name, len(tests)] for name, tests in self.inputs.items()]).encode()
         )
-        digest.update(json.dumps(self.sent_inputs).encode())
+        digest.update(self.inputs_text.encode())
         return digest.hexdigest()
 
 

@@ -5,7 +5,10 @@ programs start exec'd, with a warning. (Every test of test_sandbox.py runs under
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import warnings
+from pathlib import Path
 
 import psutil
 import pytest
@@ -75,6 +78,35 @@ def test_files_a_program_leaves_are_gone_for_the_next_one():
     results = judge_all(Executor(workers=1, engine="fork"), [LEAVE_FILES, FIND_FILES])
     assert results[0].verdict is Verdict.passed
     assert results[1].verdict is Verdict.passed, results[1].first_failure
+
+
+def test_a_folder_bound_below_tmp_is_seen_read_only_by_every_fork(monkeypatch):
+    # a checkout or venv under /tmp: bubblewrap binds it read-only below the zygote's /tmp, and
+    # each fork's fresh /tmp must bind it again (the zygote works out where once, at its start)
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own is closed to `nobody`
+    try:
+        folder.chmod(0o755)
+        (folder / "marker.txt").write_text("here")
+        monkeypatch.syspath_prepend(str(folder))  # what the sandbox binds: every sys.path folder
+        probe = (
+            "import os\n"
+            f"FOLDER = {str(folder)!r}\n"
+            "def add(a, b):\n"
+            "    seen = open(os.path.join(FOLDER, 'marker.txt')).read()\n"
+            "    try:\n"
+            "        open(os.path.join(FOLDER, 'written.txt'), 'w').close()\n"
+            "        return 'writable'\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "    return a + b if seen == 'here' and not os.path.exists('/tmp/left') else seen\n"
+        )
+        results = judge_all(Executor(workers=1, engine="fork"), [LEAVE_FILES, probe, probe])
+        assert [r.verdict for r in results] == [Verdict.passed] * 3, [
+            r.first_failure for r in results
+        ]
+        assert not (folder / "written.txt").exists()
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_processes_a_program_leaves_die_with_it():

@@ -14,10 +14,10 @@ import pytest
 
 from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.comparators import Close, Comparator, Exact
-from corebench.harness.config import CALIBRATION_REFERENCE_S
+from corebench.harness.config import CALIBRATION_REFERENCE_S, STARTUP_ALLOWANCE_S
 from corebench.harness.records import calibrated
-from corebench.harness.sandbox import Executor, oracle
-from corebench.harness.sandbox.codec import encode_text, reported_output
+from corebench.harness.sandbox import Executor, oracle, protocol
+from corebench.harness.sandbox.codec import encode, encode_text, reported_output
 from corebench.harness.sandbox.executor import _totals, specs_for
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.sandbox.protocol import SelfTiming
@@ -761,12 +761,30 @@ def test_a_cost_left_by_an_older_reference_is_renewed_when_the_reference_loads()
     assert float(stale.read_text()) == pytest.approx(total)
 
 
+def test_a_call_job_carries_the_suites_inputs_as_the_text_made_once_and_the_child_reads_them():
+    executor = Executor(workers=1)
+    suite = dataclasses.replace(ADD)
+    plain = executor.job(suite, suite.reference_code, [1.0] * 4)
+    assert plain.tests is suite.inputs_text  # spliced as it is: no input encoded per job
+    assert protocol.Job.from_line(plain.to_line()).tests == [
+        {"args": args} for args in map(encode, suite.flat_inputs)
+    ]
+    marked = executor.job(suite, suite.reference_code, [1.0] * 4, large=[2])
+    assert [("large" in t) for t in protocol.Job.from_line(marked.to_line()).tests] == [
+        False, False, True, False
+    ]  # fmt: skip
+    # the kernel's CPU backstop comes from the limits, which the job no longer lists
+    assert plain.limits.cpu == int(4 * 1.0 * 5 + STARTUP_ALLOWANCE_S) + 2
+    judged = asyncio.run(executor.run_judging(plain, [Budget(1.0, 60)] * 4))
+    assert [reported_output(t) for t in judged.tests] == [3, 7, 10**30 + 1, 0]
+
+
 def test_a_reference_cost_is_read_without_loading_the_reference_or_encoding_inputs():
     asyncio.run(Executor(workers=1).reference("t/add", ADD))
     fresh, suite = Executor(workers=1), dataclasses.replace(ADD)
     cost = asyncio.run(fresh.reference_cost("t/add", suite))
     assert cost > 0 and fresh.oracle._memory == {}
-    assert "sent_inputs" not in vars(suite) and "content_key" not in vars(suite)
+    assert not {"sent_inputs", "inputs_text", "content_key"} & set(vars(suite))
     reference = asyncio.run(fresh.reference("t/add", ADD))
     total = sum(c or 0.0 for times in reference.cpu_s.values() for c in times)
     assert cost == pytest.approx(total)

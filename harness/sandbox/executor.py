@@ -138,11 +138,20 @@ class Executor:
         large: Iterable[int] = (),
         **extra: Any,
     ) -> Job:
-        """A child job running ``code`` on the suite's tests (None: a timing session); ``large``:
-        the tests whose expected output is a digest (``protocol.large``)."""
-        tests = None
+        """A child job running ``code`` on the suite's tests with these per-test CPU limits (None:
+        a timing session); ``large``: the tests whose expected output is a digest
+        (``protocol.large``). A call or expr job carries the suite's inputs as the text made once
+        per suite (``FunctionalSuite.inputs_text``): the harness enforces those limits itself."""
+        tests: list[dict[str, Any]] | str | None = None
         if cpu_limits is not None:
-            tests = specs_for(suite, zip(range(suite.size), cpu_limits, strict=True))
+            extra.setdefault("cpu_budget", _cpu_budget(cpu_limits))
+            large = list(large)
+            if suite.mode == "stdio":
+                tests = specs_for(suite, zip(range(suite.size), cpu_limits, strict=True))
+            elif large:
+                tests = protocol.input_tests(suite.mode, suite.sent_inputs)
+            else:
+                tests = suite.inputs_text
             for index in large:
                 tests[index] = protocol.large(tests[index])
         return self.bare_job(
@@ -155,8 +164,10 @@ class Executor:
         )
 
     def bare_job(self, code: str, *, cpu_budget: float = 0.0, **fields: Any) -> Job:
+        """A job with the executor's limits; the kernel's CPU backstop is ``cpu_budget`` (0: from
+        the limits its listed tests carry)."""
         tests = fields.get("tests") or []
-        budget = cpu_budget or sum(float(t["cpu_limit"]) for t in tests) * 5 + STARTUP_ALLOWANCE_S
+        budget = cpu_budget or _cpu_budget([float(t["cpu_limit"]) for t in tests])
         return Job(
             code=code,
             limits=Limits(
@@ -389,6 +400,11 @@ def heavy_tests(reference_cpu: list[float | None], count: int = MEASUREMENT_INPU
     Tests without a reference time count as the cheapest."""
     ranked = sorted(range(len(reference_cpu)), key=lambda i: (-(reference_cpu[i] or 0.0), i))
     return sorted(ranked[:count])
+
+
+def _cpu_budget(cpu_limits: Iterable[float]) -> float:
+    """CPU seconds a job's child may use in all: a backstop far behind the per-test limits."""
+    return sum(cpu_limits) * 5 + STARTUP_ALLOWANCE_S
 
 
 def _budgets(limits: list[float], mode: str) -> list[Budget]:

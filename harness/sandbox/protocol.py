@@ -88,7 +88,7 @@ class Job(_Record):
 
     ``code``; ``mode`` (one of MODES); ``limits``; ``entry_point`` (call mode: ``f`` or
     ``Class.method``); ``setup`` (expr mode: set-up code run after the program); ``tests``
-    (judging; None: a timing session of requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
+    (judging, a list or its JSON text; None: a timing session of requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
     compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
     that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU);
     ``watched`` (a timing session: folders a timed run must leave as they were).
@@ -104,7 +104,7 @@ class Job(_Record):
     limits: Limits
     entry_point: str | None
     setup: str
-    tests: list[dict[str, Any]] | None
+    tests: list[dict[str, Any]] | str | None
     stop_on_error: bool
     load_cpu_limit: float
     self_timing: SelfTiming | None
@@ -114,7 +114,11 @@ class Job(_Record):
     watched: list[str]
 
     def to_line(self) -> bytes:
-        return json.dumps(self.to_dict()).encode() + b"\n"
+        fields = self.to_dict()
+        if isinstance(self.tests, str):  # already JSON text (``FunctionalSuite.inputs_text``)
+            tests = fields.pop("tests")
+            return f'{json.dumps(fields)[:-1]}, "tests": {tests}}}\n'.encode()
+        return json.dumps(fields).encode() + b"\n"
 
     @classmethod
     def from_line(cls, line: bytes) -> Job:
@@ -123,6 +127,14 @@ class Job(_Record):
         if data.get("self_timing"):
             data["self_timing"] = SelfTiming(**data["self_timing"])
         return cls(**data)
+
+
+def input_tests(mode: str, sent: list[Any]) -> list[dict[str, Any]]:
+    """A call or expr suite's tests as a judging job carries them: each test's input alone. The
+    harness enforces their limits from outside; only stdio tests carry theirs, which the child
+    enforces, and so do a timing session's requests (``call_test``, ``expr_test``)."""
+    key = "args" if mode == "call" else "expr"
+    return [{key: item} for item in sent]
 
 
 def call_test(args_encoded: Any, cpu_limit: float) -> dict[str, Any]:

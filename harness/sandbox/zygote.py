@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import gc
 import os
 import socket
 import sys
@@ -84,22 +85,41 @@ def drop_capabilities() -> None:
     _check(_libc.capset(header, data), "capset")
 
 
-def confine(folder: str) -> None:
+Plan = tuple[list[tuple[str, int]], list[tuple[str, list[str]]]]
+
+
+def confinement_plan() -> Plan:
+    """What every fork's :func:`confine` does to the mounts, worked out once, in the zygote: the
+    flags "/" and "/dev" keep when made read-only, and the mount points below /tmp and /dev/shm
+    that their fresh tmpfs must show again. A fork's mount namespace starts as a copy of the
+    zygote's, which never changes (a fork's own mounts never propagate back), so each fork
+    would find the same; working it out there cost each program about a millisecond of CPU
+    (reading /proc/self/mountinfo twice, and the copy-on-write faults of that Python code)."""
+    remounts = [(path, kept_flags(path)) for path in ("/", "/dev")]
+    fresh = [(path, mounts_below(path)) for path in ("/tmp", "/dev/shm") if os.path.isdir(path)]
+    return remounts, fresh
+
+
+def confine(folder: str, plan: Plan) -> None:
     """In the intermediate: the namespaces and mounts a fresh bubblewrap would give."""
+    remounts, fresh = plan
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the zygote
     mount(folder, SANDBOX, None, MS_BIND | MS_REC)  # its own folder, and no other program's
-    for path in ("/", "/dev"):  # where earlier programs could otherwise leave files
-        read_only(path)
-    for path in ("/tmp", "/dev/shm"):  # fresh and empty, as bubblewrap's
-        if os.path.isdir(path):
-            fresh_tmpfs(path)
+    for path, flags in remounts:  # where earlier programs could otherwise leave files
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+    for path, below in fresh:  # fresh and empty, as bubblewrap's
+        fresh_tmpfs(path, below)
+
+
+def kept_flags(path: str) -> int:
+    """The flags a read-only remount of the mount at ``path`` must keep."""
+    kept = os.statvfs(path).f_flag
+    return sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
 
 
 def read_only(path: str) -> None:
-    kept = os.statvfs(path).f_flag
-    flags = sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
-    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(path))
 
 
 def mounts_below(path: str) -> list[str]:
@@ -119,9 +139,15 @@ def mounts_below(path: str) -> list[str]:
     return outermost
 
 
-def fresh_tmpfs(path: str) -> None:
-    """An empty tmpfs at ``path``, with the read-only binds that were below it bound again."""
-    keep = [(point, os.open(point, os.O_PATH)) for point in mounts_below(path)]
+def fresh_tmpfs(path: str, below: list[str]) -> None:
+    """An empty tmpfs at ``path``, with the mounts ``below`` it bound again, read-only (a mount
+    point whose folder has gone since the zygote started is left out)."""
+    keep = []
+    for point in below:
+        try:
+            keep.append((point, os.open(point, os.O_PATH)))
+        except OSError:
+            continue
     mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for point, fd in keep:
         os.makedirs(point, exist_ok=True)
@@ -141,12 +167,12 @@ def run_program(channel_fd: int) -> None:
     child.main()
 
 
-def intermediate(number: int, channel_fd: int) -> None:
+def intermediate(number: int, channel_fd: int, plan: Plan) -> None:
     """Confine, start the program's namespace, wait for it, and exit with its status."""
     code = SETUP_FAILED
     try:
         os.close(CONTROL_FD)
-        confine(f"{SANDBOX}/{number}")
+        confine(f"{SANDBOX}/{number}", plan)
         pid = os.fork()
         if pid == 0:
             reaper(channel_fd)
@@ -196,7 +222,7 @@ def receive(control: socket.socket) -> tuple[bytes, list[int]]:
     return message, list(fds)
 
 
-def serve(control: socket.socket) -> None:
+def serve(control: socket.socket, plan: Plan) -> None:
     while True:
         message, fds = receive(control)
         if not message:  # the harness is done with this zygote
@@ -210,7 +236,7 @@ def serve(control: socket.socket) -> None:
         number = int(words[1])
         pid = os.fork()
         if pid == 0:
-            intermediate(number, fds[0])
+            intermediate(number, fds[0], plan)
         os.close(fds[0])
         _, status = os.waitpid(pid, 0)
         control.sendall(f"ended {number} {os.waitstatus_to_exitcode(status)}\n".encode())
@@ -224,9 +250,11 @@ def main() -> None:
     control = socket.socket(fileno=CONTROL_FD)
     for name in PRELOAD:
         __import__(name)
+    plan = confinement_plan()
+    gc.freeze()  # no collection in a fork walks (and so copies) what the zygote holds
     child.not_dumpable()
     control.sendall(b"ready\n")
-    serve(control)
+    serve(control, plan)
 
 
 if __name__ == "__main__":
