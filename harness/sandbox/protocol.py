@@ -88,7 +88,8 @@ class Job(_Record):
 
     ``code``; ``mode`` (one of MODES); ``limits``; ``entry_point`` (call mode: ``f`` or
     ``Class.method``); ``setup`` (expr mode: set-up code run after the program); ``tests``
-    (judging, a list or its JSON text; None: a timing session of requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
+    (judging: a list, or the text ``json.dumps`` made of one; None: a timing session of
+    requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
     compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
     that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU);
     ``watched`` (a timing session: folders a timed run must leave as they were).

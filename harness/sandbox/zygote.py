@@ -140,14 +140,8 @@ def mounts_below(path: str) -> list[str]:
 
 
 def fresh_tmpfs(path: str, below: list[str]) -> None:
-    """An empty tmpfs at ``path``, with the mounts ``below`` it bound again, read-only (a mount
-    point whose folder has gone since the zygote started is left out)."""
-    keep = []
-    for point in below:
-        try:
-            keep.append((point, os.open(point, os.O_PATH)))
-        except OSError:
-            continue
+    """An empty tmpfs at ``path``, with the mounts ``below`` it bound again, read-only."""
+    keep = [(point, os.open(point, os.O_PATH)) for point in below]
     mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     for point, fd in keep:
         os.makedirs(point, exist_ok=True)
