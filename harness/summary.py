@@ -104,8 +104,10 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else math.nan
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else math.nan
+def _ratio(numerators: list[float], denominators: list[float]) -> float:
+    """sum / sum, each summed pairwise as numpy (and pandas) sum them."""
+    denominator = float(np.sum(denominators))
+    return float(np.sum(numerators)) / denominator if denominator else math.nan
 
 
 def efficiency(rows: Rows | pd.DataFrame) -> dict[str, Any] | None:
@@ -118,10 +120,8 @@ def efficiency(rows: Rows | pd.DataFrame) -> dict[str, Any] | None:
         "measured": len(measured),
         "runtime_ratio_median": _median(_numbers(measured, "runtime_ratio")),
         "memory_ratio_median": _median(_numbers(measured, "memory_ratio")),
-        "net": _ratio(
-            sum(_numbers(measured, "eff_runtime_s")), sum(_numbers(measured, "eff_ref_runtime_s"))
-        ),
-        "nmu": _ratio(sum(_numbers(measured, "eff_peak")), sum(_numbers(measured, "eff_ref_peak"))),
+        "net": _ratio(_numbers(measured, "eff_runtime_s"), _numbers(measured, "eff_ref_runtime_s")),
+        "nmu": _ratio(_numbers(measured, "eff_peak"), _numbers(measured, "eff_ref_peak")),
     }
 
 
@@ -134,8 +134,9 @@ def pass_at_k(rows: Rows | pd.DataFrame, column: str, ks: list[int]) -> dict[int
         passed[row["task_id"]] += bool(row[column])
     if not samples:
         return {}
-    n = np.array(list(samples.values()))
-    c = np.array([passed[task] for task in samples])
+    tasks = sorted(samples)  # the mean's order, so that it does not depend on the rows'
+    n = np.array([samples[task] for task in tasks])
+    c = np.array([passed[task] for task in tasks])
     return {k: float(estimate_pass_at_k(n, c, k).mean()) for k in ks if k <= n.min()}
 
 

@@ -1,3 +1,4 @@
+import math
 import subprocess
 import sys
 from math import comb
@@ -18,6 +19,11 @@ def test_unbiased_estimator_matches_closed_form(n, c, k):
 def test_k_larger_than_samples_is_left_out():
     frame = pd.DataFrame({"task_id": ["a", "a", "b", "b"], "passed": [True, False, False, False]})
     assert pass_at_k(frame, "passed", [1, 2, 5]) == {1: pytest.approx(0.25), 2: pytest.approx(0.5)}
+
+
+def test_k_larger_than_one_tasks_samples_is_left_out_for_all():
+    rows = [{"task_id": "a", "passed": True}] * 2 + [{"task_id": "b", "passed": False}] * 3
+    assert pass_at_k(rows, "passed", [1, 2, 3]) == {1: pytest.approx(0.5), 2: pytest.approx(0.5)}
 
 
 def test_rows_and_their_frame_give_the_same_pass_at_k():
@@ -55,6 +61,8 @@ def test_efficiency_skips_unmeasured_rows_given_as_none_or_as_nan():
     assert efficiency(rows) == expected
     assert efficiency(pd.DataFrame(rows)) == expected
     assert efficiency([unmeasured]) is None
+    zero = {**measured, "eff_ref_runtime_s": 0.0, "eff_ref_peak": 0.0}
+    assert math.isnan(efficiency([zero])["net"]) and math.isnan(efficiency([zero])["nmu"])
 
 
 def test_the_summary_does_not_import_pandas():
