@@ -107,7 +107,7 @@ def confine(folder: str, plan: Plan) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the zygote
     mount(folder, SANDBOX, None, MS_BIND | MS_REC)  # its own folder, and no other program's
     for path, flags in remounts:  # where earlier programs could otherwise leave files
-        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        read_only(path, flags)
     for path, below in fresh:  # fresh and empty, as bubblewrap's
         fresh_tmpfs(path, below)
 
@@ -118,8 +118,10 @@ def kept_flags(path: str) -> int:
     return sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
 
 
-def read_only(path: str) -> None:
-    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(path))
+def read_only(path: str, flags: int | None = None) -> None:
+    """Remount the mount at ``path`` read-only, keeping ``flags`` (by default, its own)."""
+    kept = kept_flags(path) if flags is None else flags
+    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
 def mounts_below(path: str) -> list[str]:
