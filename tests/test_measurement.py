@@ -343,6 +343,17 @@ def test_more_runs_until_the_median_is_precise():
     assert not precise([1.0, 1.3, 0.7, 1.2, 0.8])
 
 
+def test_a_test_of_microseconds_is_precise_within_a_runs_own_noise():
+    # three runs of a 0.1 ms test as this machine times them, one from its slow tail: half the
+    # (inclusive) IQR is (154.5 - 100.5) / 2 = 27 µs, far above 3 % of the median (3.45 µs)
+    # and within MEASUREMENT_RESOLUTION_S
+    assert precise([86e-6, 194e-6, 115e-6])
+    assert not precise([86e-6, 500e-6, 115e-6])  # 103.5 µs: a run that far off is noise to see
+    # the same 0.2 ms steps around a millisecond median: 100 µs, more than 3 % of 1.2 ms
+    assert not precise([1.0e-3, 1.2e-3, 1.4e-3])
+    assert precise([1.19e-3, 1.2e-3, 1.21e-3])
+
+
 @pytest.mark.parametrize("mode", ["stdio", "expr"])
 def test_whole_programs_and_assert_style_tests_are_timed_the_same_way(mode):
     loop = "s = 0\nfor i in range(n):\n    s += i * i\n"
