@@ -25,6 +25,9 @@ class Comparator:
     # True when an output that == the expected one (Python equality) is always acceptable: the
     # harness then accepts a reported output identical to the reference's without decoding it
     accepts_equal: ClassVar[bool] = False
+    # True when, for an expected string, only an equal string is acceptable: the harness then
+    # has a long expected string's test answered by its digest (``codec.LONG_STRING_CHARS``)
+    exact_for_strings: ClassVar[bool] = False
 
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:
         raise NotImplementedError
@@ -54,7 +57,7 @@ class Exact(Comparator):
     """Python equality on plain data."""
 
     name = "exact"
-    accepts_equal = True
+    accepts_equal = exact_for_strings = True
 
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:
         return bool(output == expected)
@@ -65,7 +68,7 @@ class Close(Comparator):
     ``rtol=1e-7`` and ``atol`` (at least 1e-6 for floats), same type and length (EvalPlus's rule)."""
 
     name = "close"
-    accepts_equal = True
+    accepts_equal = exact_for_strings = True
 
     def __init__(self, atol: float = 0.0):
         self.atol = atol
@@ -140,7 +143,7 @@ class Unwrap(Comparator):
     """APPS's call-based tests store a result as ``[value]``: either form is accepted."""
 
     name = "unwrap"
-    accepts_equal = True
+    accepts_equal = exact_for_strings = True
 
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:
         output, expected = _as_json(output), _as_json(expected)

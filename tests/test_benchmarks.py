@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from corebench.harness import RunConfig, Verdict
-from corebench.harness.comparators import Unwrap
+from corebench.harness.comparators import Close, Exact, Unwrap
 from corebench.harness.errors import CorebenchError, DatasetMissingError
 from corebench.harness.registry import default_plugins
 from corebench.harness.runner import Runner
 from corebench.harness.sandbox import Executor
 from corebench.harness.store import Store
+from corebench.plugins.benchmarks.evalplus_oracles import MBPP_ORACLE_TASKS, EvalPlusComparator
 from corebench.plugins.benchmarks.livecodebench import decode_tests
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
@@ -306,3 +307,28 @@ def test_mbpp_plus_inputs_have_the_shapes_evalplus_gives_them_on_every_task(data
             assert _same_shape(suite.inputs[name], theirs), (task_id, name)
             converted += theirs is not problem[f"{name}_input"]
     assert converted == 2 * 52  # MBPP+ v0.2.0 holds 52 of the tasks whose inputs are converted
+
+
+def test_a_comparator_exact_for_strings_takes_only_the_equal_string():
+    # what lets the harness judge a long expected string by its digest alone
+    expected = "1 2 3"
+    others = ["1 2 3 ", "1 2 4", "", 0, 1, True, None, [expected], (expected,), set(expected)]
+    comparators = [Exact(), Close(), Close(atol=0.5), Unwrap()]
+    for dataset in ("mbpp", "humaneval"):
+        for entry in [*sorted(MBPP_ORACLE_TASKS), "find_zero", "string_sequence"]:
+            comparators += [EvalPlusComparator(dataset, entry, atol) for atol in (0.0, 1e-6)]
+    exact = [c for c in comparators if c.exact_for_strings]
+    # MBPP+'s oracles are its own; HumanEval+'s one is find_zero's
+    assert {(c.dataset, c.entry_point) for c in exact if isinstance(c, EvalPlusComparator)} == {
+        ("mbpp", "find_zero"), ("mbpp", "string_sequence"),
+        *(("humaneval", entry) for entry in [*MBPP_ORACLE_TASKS, "string_sequence"]),
+    }  # fmt: skip
+    for comparator in exact:
+        assert comparator.accepts_equal and comparator("1 2 3", expected, [5]), comparator
+        for other in others:
+            assert not comparator(other, expected, [5]), (comparator, other)
+    # why MBPP+'s own oracles are left out: several take more than the equal string
+    for entry, other in [
+        ("are_equivalent", "no"), ("sum_div", 0), ("similar_elements", "3 2 1"), ("check_str", "x"),
+    ]:  # fmt: skip
+        assert EvalPlusComparator("mbpp", entry)(other, expected, [5]), entry

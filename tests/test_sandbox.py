@@ -119,6 +119,83 @@ def large_output_verdicts(executor: Executor, suite: FunctionalSuite) -> None:
     assert verdict(as_floats).verdict is Verdict.wrong_answer
 
 
+LONG_TEXT = "def text(n):\n    return ' '.join(map(str, range(n)))\n"
+
+
+def test_a_long_expected_string_is_answered_by_its_digest():
+    # HumanEval/15's shape: 20,000 numbers joined, 108,890 characters. The comparator takes only
+    # an equal string, so the job marks the test and the child sends the text's sha256 instead
+    suite = FunctionalSuite(
+        entry_point="text", reference_code=LONG_TEXT, inputs={"base": [[20_000], [5]]},
+        fingerprint="test-long-text",
+    )  # fmt: skip
+    executor = Executor(workers=2)
+    jobs, events = [], []
+    make_job, run = executor.job, executor.run_judging
+    executor.job = lambda *args, **kwargs: jobs.append(make_job(*args, **kwargs)) or jobs[-1]
+
+    async def spy(*args, **kwargs):
+        judged = await run(*args, **kwargs)
+        events.append(judged.tests)
+        return judged
+
+    executor.run_judging = spy
+
+    def verdict(code: str):
+        jobs.clear()
+        events.clear()
+        return asyncio.run(executor.evaluate("t/text", 0, code, suite))
+
+    try:
+        reference = asyncio.run(executor.reference("t/text", suite))
+        outputs = reference.outputs
+        assert outputs.long_string("base", 0) and not outputs.long_string("base", 1)
+        assert not outputs.digested("base", 0)  # 108,890 characters: the reference sent text
+        right = verdict("def text(n):\n    return ' '.join(str(i) for i in range(n))\n")
+        assert right.verdict is Verdict.passed, right.first_failure
+        assert [("large" in t) for t in jobs[0].tests] == [True, False]
+        long, short = events[0]
+        assert "output" not in long and long["digest"] == outputs.digest("base", 0)
+        assert "output" in short and outputs.digest("base", 1) is None
+        one_off = verdict(LONG_TEXT.replace("range(n)", "range(1, n + 1)"))
+        assert one_off.verdict is Verdict.wrong_answer and "sha256" in one_off.first_failure
+        # a short wrong answer still travels as text, and the failure shows it
+        short_wrong = verdict("def text(n):\n    return 'no'\n")
+        assert short_wrong.verdict is Verdict.wrong_answer and "'no'" in short_wrong.first_failure
+        # a str subclass is encoded as its text (the codec's generic path) and still passes
+        subclass = (
+            "class S(str):\n    pass\n\n\ndef text(n):\n"
+            "    return S(' '.join(map(str, range(n))))\n"
+        )
+        assert verdict(subclass).verdict is Verdict.passed
+    finally:
+        executor.close()
+
+
+def test_a_long_string_is_compared_whole_where_the_comparator_is_not_exact_for_strings():
+    class SamePrefix(Comparator):  # accepts equal strings, and others too
+        accepts_equal = True
+
+        def __call__(self, output, expected, args):
+            return output[:1000] == expected[:1000]
+
+    suite = FunctionalSuite(
+        entry_point="text", reference_code=LONG_TEXT, inputs={"base": [[20_000]]},
+        comparator=SamePrefix(), fingerprint="test-long-text-prefix",
+    )  # fmt: skip
+    executor = Executor(workers=2)
+    jobs = []
+    make_job = executor.job
+    executor.job = lambda *args, **kwargs: jobs.append(make_job(*args, **kwargs)) or jobs[-1]
+    try:
+        changed_end = LONG_TEXT.replace("range(n)", "range(n - 1)")
+        result = asyncio.run(executor.evaluate("t/text", 0, changed_end, suite))
+        assert result.verdict is Verdict.passed, result.first_failure
+        assert not any("large" in t for t in protocol.Job.from_line(jobs[0].to_line()).tests)
+    finally:
+        executor.close()
+
+
 def test_a_digest_on_one_side_is_compared_with_the_digest_of_the_other():
     # more than 65,536 rows are digested whatever their size: the same rows sent as text (as a
     # numpy array's were) are judged by their digest once decoded

@@ -44,7 +44,7 @@ from .isolation import (
 )
 from .judging import Judged, KeepGoing, run_judging, wall_budget
 from .launch import ZygotePool, engine_setting
-from .oracle import Oracle, Reference
+from .oracle import Expected, Oracle, Reference
 from .protocol import Job, Limits, call_test, expr_test, stdio_test
 from .supervisor import Budget, Stopped
 from .timing import REFERENCE, SOLUTION, Timed, Timer
@@ -260,7 +260,7 @@ class Executor:
         ]
         limits = [time_limit(suite, reference.cpu_s[name][i]) for name, i, _ in plan]
         verdicts = Verdicts(plan, reference.outputs, suite.comparator)
-        large = [k for k, (name, i, _) in enumerate(plan) if reference.outputs.digested(name, i)]
+        large = _by_digest(plan, reference.outputs, suite)
         judged = await self.run_judging(
             self.job(suite, code, limits, large, stop_on_error=stop_on_failure),
             _budgets(limits, suite.mode),
@@ -405,6 +405,20 @@ def heavy_tests(reference_cpu: list[float | None], count: int = MEASUREMENT_INPU
     Tests without a reference time count as the cheapest."""
     ranked = sorted(range(len(reference_cpu)), key=lambda i: (-(reference_cpu[i] or 0.0), i))
     return sorted(ranked[:count])
+
+
+def _by_digest(
+    plan: list[tuple[str, int, Any]], expected: Expected, suite: FunctionalSuite
+) -> list[int]:
+    """The tests (run-order indices) a judging job marks ``large``: those whose expected output
+    is a digest, and, where the comparator takes only an equal string for an expected string,
+    those expecting a long string (HumanEval/15's 147 MB then never cross the channel)."""
+    strings = suite.mode != "stdio" and getattr(suite.comparator, "exact_for_strings", False)
+    return [
+        k
+        for k, (name, i, _) in enumerate(plan)
+        if expected.digested(name, i) or (strings and expected.long_string(name, i))
+    ]
 
 
 def _cpu_budget(cpu_limits: Iterable[float]) -> float:

@@ -70,6 +70,25 @@ class Expected:
         stored = self.stored_output(name, index)
         return stored is not None and "digest" in stored
 
+    def long_string(self, name: str, index: int) -> bool:
+        """The reference's output is a string whose text is over ``codec.LONG_STRING_CHARS``
+        (a JSON text that starts with a quote is a string)."""
+        stored = self.stored_output(name, index)
+        text = None if stored is None else stored.get("output")
+        return text is not None and len(text) > codec.LONG_STRING_CHARS and text[:1] == b'"'
+
+    def digest(self, name: str, index: int) -> str | None:
+        """The expected output's digest as the child reports it: the stored one, or for a long
+        string the sha256 of its text (``codec.encode_text``); None for any other output."""
+        stored = self.stored_output(name, index)
+        if stored is None:
+            return None
+        if "digest" in stored:
+            return stored["digest"]
+        if not self.long_string(name, index):
+            return None
+        return hashlib.sha256(stored["output"]).hexdigest()
+
 
 @dataclass
 class Reference:

@@ -147,8 +147,9 @@ def expr_test(expression: str, cpu_limit: float) -> dict[str, Any]:
 
 
 def large(test: dict[str, Any]) -> dict[str, Any]:
-    """``test`` (a call or expression) whose expected output was too large to send: the child
-    reports a digest without making the output's text when it can (``codec.encode_text``)."""
+    """``test`` (a call or expression) that only an output identical to the expected one passes
+    (that one was too large to send, or is a long string): the child reports a long output as a
+    digest, without making its text when it can (``codec.encode_text``)."""
     return {**test, "large": True}
 
 
