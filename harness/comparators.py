@@ -25,8 +25,9 @@ class Comparator:
     # True when an output that == the expected one (Python equality) is always acceptable: the
     # harness then accepts a reported output identical to the reference's without decoding it
     accepts_equal: ClassVar[bool] = False
-    # True when, for an expected string, only an equal string is acceptable: the harness then
-    # has a long expected string's test answered by its digest (``codec.LONG_STRING_CHARS``)
+    # True when, for an expected string, only an equal string is acceptable: with accepts_equal,
+    # the harness then has a long expected string's test answered by its digest
+    # (``codec.LONG_STRING_CHARS``)
     exact_for_strings: ClassVar[bool] = False
 
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:

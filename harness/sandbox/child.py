@@ -242,8 +242,9 @@ def caller(job: protocol.Job, loaded):
 
 
 def output_fields(output, large: bool = False) -> tuple[dict, str | None]:
-    """(event fields, JSON text of the output or None) for a test's result; ``large``: the
-    test's expected output was too large to send (see ``codec.encode_text``)."""
+    """(event fields, JSON text of the output or None) for a test's result; ``large``: only an
+    output identical to the expected one passes the test (``protocol.large``), so a long output
+    may go as its digest (see ``codec.encode_text``)."""
     try:
         text, digest = codec.encode_text(output, large=large)
     except BaseException as exc:  # noqa: BLE001

@@ -139,8 +139,8 @@ class Executor:
         **extra: Any,
     ) -> Job:
         """A child job running ``code`` on the suite's tests with these per-test CPU limits (None:
-        a timing session); ``large``: the tests whose expected output is a digest
-        (``protocol.large``). A call or expr job without large tests carries the suite's inputs
+        a timing session); ``large``: the tests only an output identical to the expected one
+        passes, answered by a digest when long (``protocol.large``, ``_by_digest``). A call or expr job without large tests carries the suite's inputs
         as the text made once per suite (``FunctionalSuite.inputs_text``); the harness enforces
         the limits of call and expr tests itself."""
         tests: list[dict[str, Any]] | str | None = None
@@ -413,7 +413,10 @@ def _by_digest(
     """The tests (run-order indices) a judging job marks ``large``: those whose expected output
     is a digest, and, where the comparator takes only an equal string for an expected string,
     those expecting a long string (HumanEval/15's 147 MB then never cross the channel)."""
-    strings = suite.mode != "stdio" and getattr(suite.comparator, "exact_for_strings", False)
+    comparator = suite.comparator
+    strings = suite.mode != "stdio" and all(
+        getattr(comparator, flag, False) for flag in ("accepts_equal", "exact_for_strings")
+    )
     return [
         k
         for k, (name, i, _) in enumerate(plan)

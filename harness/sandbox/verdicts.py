@@ -90,6 +90,8 @@ class Verdicts:
         if self._identical(name, i, event):  # no decoding: the same text or digest as expected
             return event.get("output") or reported_output(event), True
         output = decoded(event)
+        if isinstance(output, Digest) and self.expected.long_string(name, i):
+            return output, False  # the digest of another text than the expected string's
         expected = self.expected[name][i]
         if isinstance(output, Digest) != isinstance(expected, Digest):
             # one of them too large to send (or long rows, digested whatever their size): the
