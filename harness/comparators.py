@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 
-class Comparator:
+class Comparator(ABC):
     """``comparator(output, expected, args) -> bool``; ``args`` are the test's decoded inputs."""
 
     name: ClassVar[str] = "comparator"
@@ -30,8 +31,9 @@ class Comparator:
     # (``codec.LONG_STRING_CHARS``)
     exact_for_strings: ClassVar[bool] = False
 
+    @abstractmethod
     def __call__(self, output: Any, expected: Any, args: list[Any]) -> bool:
-        raise NotImplementedError
+        """Whether ``output`` is acceptable where ``expected`` is the expected output."""
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from corebench.harness import RunConfig, Verdict
-from corebench.harness.comparators import Close, Exact, Unwrap
+from corebench.harness.comparators import Close, Comparator, Exact, Unwrap
 from corebench.harness.errors import CorebenchError, DatasetMissingError
 from corebench.harness.registry import default_plugins
 from corebench.harness.runner import Runner
@@ -332,3 +332,11 @@ def test_a_comparator_exact_for_strings_takes_only_the_equal_string():
         ("are_equivalent", "no"), ("sum_div", 0), ("similar_elements", "3 2 1"), ("check_str", "x"),
     ]:  # fmt: skip
         assert EvalPlusComparator("mbpp", entry)(other, expected, [5]), entry
+
+
+def test_a_comparator_that_does_not_say_how_it_compares_cannot_be_made():
+    class Nothing(Comparator):
+        name = "nothing"
+
+    with pytest.raises(TypeError, match="abstract"):
+        Nothing()

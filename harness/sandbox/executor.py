@@ -140,9 +140,10 @@ class Executor:
     ) -> Job:
         """A child job running ``code`` on the suite's tests with these per-test CPU limits (None:
         a timing session); ``large``: the tests only an output identical to the expected one
-        passes, answered by a digest when long (``protocol.large``, ``_by_digest``). A call or expr job without large tests carries the suite's inputs
-        as the text made once per suite (``FunctionalSuite.inputs_text``); the harness enforces
-        the limits of call and expr tests itself."""
+        passes, answered by a digest when long (``protocol.large``, ``_by_digest``). A call or
+        expr job without large tests carries the suite's inputs as the text made once per suite
+        (``FunctionalSuite.inputs_text``); the harness enforces the limits of call and expr tests
+        itself."""
         tests: list[dict[str, Any]] | str | None = None
         if cpu_limits is not None:
             if len(cpu_limits) != suite.size:
