@@ -4,7 +4,11 @@ After one cold run of each (EvalPlus computes its ground truth; corebench its re
 the two alternate for --rounds warm rounds, so a drift in the machine's speed hits both alike.
 Each round also times the machine's limit for the reference set: every test of every reference
 solution called in plain worker processes (one per core, slowest task first), with no isolation,
-no output transfer and no comparison: what no judge on this machine can beat.
+no output transfer and no comparison: what no judge on this machine can beat. And the floor of
+a judge that runs programs outside its own process, as corebench must: the same calls in
+persistent plain worker processes (no process per program, no isolation), each input decoded
+from the JSON text it was sent as, each output encoded (a long one digested) and compared as
+text in the parent; it is timed against corebench's own judging time (start-up left out of both).
 Prints every round, the speed-up of the medians, and per-sample agreement of the base and
 base+extra verdicts, listing every disagreement. Without --samples, the benchmark's reference
 solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
@@ -34,6 +38,7 @@ from pathlib import Path
 
 from corebench.harness.config import data_dir_setting
 from corebench.harness.registry import default_plugins
+from corebench.harness.sandbox import codec
 from corebench.harness.store import Store
 
 OVERRIDE = {"mbpp": "MBPP_OVERRIDE_PATH", "humaneval": "HUMANEVAL_OVERRIDE_PATH"}
@@ -168,16 +173,21 @@ def main() -> None:
 
     print(f"cold: evalplus.evaluate {run_evalplus('cold'):.1f} s, ", end="")
     print(f"corebench evaluate {run_corebench('cold'):.1f} s")
-    theirs_s, ours_s, limit_s = [], [], []
+    theirs_s, ours_s, limit_s, floor_s = [], [], [], []
     own_references = not (args.samples or args.from_run)
     limit_work = costliest_first(reference_work(benchmark)) if own_references else []
+    floor_work = sent_work(limit_work)
+    expected = judge_floor(floor_work)[1] if own_references else []
     for round_ in range(args.rounds):
         theirs_s.append(run_evalplus(f"warm{round_}"))
         ours_s.append(run_corebench(f"warm{round_}"))
         limit_s.append(machine_limit(limit_work) if own_references else 0)
+        floor_s.append(judge_floor(floor_work, expected)[0] if own_references else 0)
         print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
         print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)", end="")
-        print(f", the machine's limit {limit_s[-1]:.1f} s" if limit_s[-1] else "")
+        print(f" judging {JUDGING_S[-1]:.1f} s" if len(JUDGING_S) == round_ + 2 else "", end="")
+        print(f", the machine's limit {limit_s[-1]:.1f} s" if limit_s[-1] else "", end="")
+        print(f", an out-of-process judge's floor {floor_s[-1]:.1f} s" if floor_s[-1] else "")
     print(
         f"median warm: evalplus.evaluate {statistics.median(theirs_s):.1f} s, corebench evaluate "
         f"{statistics.median(ours_s):.1f} s; speed-up "
@@ -198,6 +208,16 @@ def main() -> None:
             f"the machine's limit (plain processes, no isolation): {limit:.1f} s, "
             f"{statistics.median(theirs_s) / limit:.2f}x evalplus.evaluate; corebench takes "
             f"{statistics.median(ours_s) / limit:.2f}x the limit"
+        )
+    if all(floor_s) and len(JUDGING_S) == len(ours_s) + 1:
+        floor, judging = statistics.median(floor_s), statistics.median(JUDGING_S[1:])
+        start = statistics.median(ours_s) - judging
+        print(
+            f"an out-of-process judge's floor (persistent plain workers, no isolation): {floor:.1f} "
+            f"s judging, against corebench's {judging:.1f} s ({judging / floor:.2f}x); with "
+            f"corebench's start-up and reports ({start:.1f} s) it would take {floor + start:.1f} "
+            f"s, {statistics.median(theirs_s) / (floor + start):.2f}x faster than "
+            "evalplus.evaluate"
         )
     programs_s = [programs_cpu(work / f"corebench-warm{r}") for r in range(args.rounds)]
     print(where_it_goes(ours_s, programs_s, warm_cpu.get(LIMIT), measuring=args.repeats > 0))
@@ -314,6 +334,45 @@ def machine_limit(work: list[tuple[str, str, list]]) -> float:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     CPU_S.setdefault(LIMIT, []).append(cpu)
     return wall
+
+
+def sent_work(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list[str]]]:
+    """``work`` with each test's input as the JSON text a judge sends (corebench's encoding)."""
+    return [
+        (code, entry, [json.dumps(codec.encode(args)) for args in inputs])
+        for code, entry, inputs in work
+    ]
+
+
+def _judge_task(item: tuple[int, tuple[str, str, list[str]]]) -> tuple[int, list[str]]:
+    """One reference judged in this plain worker: each input decoded from its text, the output
+    encoded as the harness receives it (digested when long: ``codec.encode_text``)."""
+    index, (code, entry_point, inputs) = item
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(code, "<reference>", "exec"), namespace)  # noqa: S102 - dataset references
+    function = namespace[entry_point]
+    outputs = []
+    for text in inputs:
+        encoded, digest = codec.encode_text(function(*codec.decode(json.loads(text))), large=True)
+        outputs.append(encoded if digest is None else digest)
+    return index, outputs
+
+
+def judge_floor(
+    work: list[tuple[str, str, list[str]]], expected: list[list[str]] | None = None
+) -> tuple[float, list[list[str]]]:
+    """(wall seconds, outputs per task) of judging every reference in os.cpu_count() persistent
+    plain processes, in the order given, each output sent to this process and compared as text
+    with ``expected`` (a mismatch ends the script: the floor must judge what corebench does)."""
+    outputs: list[list[str]] = [[] for _ in work]
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        started = time.perf_counter()
+        for index, got in pool.imap_unordered(_judge_task, enumerate(work), chunksize=1):
+            if expected is not None and got != expected[index]:
+                sys.exit(f"the floor's judge got other outputs for {work[index][1]}")
+            outputs[index] = got
+        wall = time.perf_counter() - started
+    return wall, outputs
 
 
 def costliest_first(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list]]:

@@ -11,6 +11,7 @@ from corebench.harness.sandbox import protocol
 from corebench.harness.sandbox.codec import (
     DIGEST_CHUNK_ROWS,
     FORMAT,
+    LONG_STRING_CHARS,
     PICKLE_DIGEST_ITEMS,
     Digest,
     Opaque,
@@ -346,6 +347,27 @@ def test_the_child_digests_a_long_list_without_its_text_only_when_the_test_is_ma
     assert output_fields(numbers) == ({"status": "ok"}, json.dumps(numbers))
     fields, text = output_fields(numbers, large=True)
     assert text is None and fields == {"status": "ok", "digest": encode_text(numbers, 100)[1]}
+
+
+def test_a_long_string_is_digested_as_the_sha256_of_its_json_text_whatever_it_holds():
+    # plain printable ASCII is hashed without making its text; any other string is hashed from
+    # json.dumps's text: both give that text's digest, from just over LONG_STRING_CHARS on
+    n = LONG_STRING_CHARS - 2  # "a" * n in quotes is LONG_STRING_CHARS long: sent as text
+    fillers = (" ", "7", "~", '"', "\\", "\x7f", "\n", "\x00", "é", "\ud800", "\U0001f600")
+    values = ["a" * n, "a" * (n + 1), "ab" * n]
+    values += [v for f in fillers for v in ("a" * (n - 1) + f, f + "a" * n, "a" * n + f)]
+    digested = 0
+    for value in values:
+        text = json.dumps(value)
+        if len(text) <= LONG_STRING_CHARS:
+            assert encode_text(value, large=True) == (text, None)
+        else:
+            digested += 1
+            assert encode_text(value, large=True) == (
+                None,
+                hashlib.sha256(text.encode()).hexdigest(),
+            )
+    assert digested == len(values) - 4  # "a" * n, and a one-character filler sent as it is
 
 
 def test_large_digests_only_long_lists_of_scalars():

@@ -156,7 +156,7 @@ def test_a_long_expected_string_is_answered_by_its_digest():
         assert [("large" in t) for t in jobs[0].tests] == [True, False]
         long, short = events[0]
         assert "output" not in long and long["digest"] == outputs.digest("base", 0)
-        assert "output" in short and outputs.digest("base", 1) is None
+        assert short is protocol.IDENTICAL and outputs.digest("base", 1) is None
         one_off = verdict(LONG_TEXT.replace("range(n)", "range(1, n + 1)"))
         assert one_off.verdict is Verdict.wrong_answer and "sha256" in one_off.first_failure
         # a short wrong answer still travels as text, and the failure shows it
@@ -808,6 +808,68 @@ def test_an_output_identical_to_the_reference_is_accepted_without_decoding(decod
     )
     assert judge("def pair(a):\n    return (a, {a: [a]})\n", pairs).verdict is Verdict.passed
     assert len(calls) == 1  # tuples and dicts alike
+
+
+def test_a_report_identical_to_the_expected_line_passes_on_arrival_and_no_other_does():
+    # the harness knows the line a correct output makes (the reference's text in
+    # passed_test_line): that line passes its test unparsed; any other line is parsed and
+    # compared, so a wrong value, or an equal one encoded differently, is judged as before
+    suite = FunctionalSuite(
+        entry_point="f", reference_code="def f(a):\n    return [a, a / 2]\n",
+        inputs={"base": [[1], [2]], "plus": [[3], [4]]}, fingerprint="test-identical",
+    )  # fmt: skip
+    executor = Executor(workers=2)
+    events, run = [], executor.run_judging
+
+    async def spy(*args, **kwargs):
+        judged = await run(*args, **kwargs)
+        events.append(judged.tests)
+        return judged
+
+    executor.run_judging = spy
+
+    def judged(code: str):
+        events.clear()
+        return asyncio.run(executor.evaluate("t/identical", 0, code, suite)), events[0]
+
+    try:
+        result, tests = judged("def f(a):\n    return [a, a * 0.5]\n")
+        assert result.verdict is Verdict.passed and len(result.tests) == 4
+        assert all(t is protocol.IDENTICAL for t in tests)
+        result, tests = judged("def f(a):\n    return [a, a / 2] if a < 3 else (a, a / 2)\n")
+        assert [t is protocol.IDENTICAL for t in tests] == [True, True, False]
+        assert tests[2]["output"] == b'{"$": "tuple", "v": [3, 1.5]}'
+        assert result.verdict is Verdict.wrong_answer and result.first_failure.startswith("plus")
+        result, tests = judged("def f(a):\n    return [a, a // 2]\n")  # 1 // 2 == 0
+        assert tests[0]["output"] == b"[1, 0]" and result.verdict is Verdict.wrong_answer
+    finally:
+        executor.close()
+
+
+def test_only_outputs_equal_to_themselves_and_of_bounded_size_have_an_identical_line():
+    from corebench.harness.sandbox.codec import LONG_STRING_CHARS
+    from corebench.harness.sandbox.protocol import parse_event, passed_test_line
+
+    long = json.dumps("x" * LONG_STRING_CHARS).encode()
+    nan = b'[1, {"$": "float", "v": "nan"}]'
+    stored = {
+        "base": [{"output": b"[1, 2]"}, {"output": nan}, {"digest": "ab" * 32}],
+        "plus": [{"output": long}, {"output": b'"NaN"'}, {"output": b"7"}],
+    }
+    plan = [(name, i, []) for name in stored for i in range(3)]
+    lines = Verdicts(plan, oracle.Expected(None, stored), Exact()).identical_lines()
+    assert lines == [b'{"event": "test", "i": 0, "status": "ok", "output": [1, 2]}'] + [
+        None
+    ] * 4 + [passed_test_line(5, b"7")[:-1]]
+    assert parse_event(lines[5]) == {"event": "test", "i": 5, "status": "ok", "output": b"7"}
+
+    # "NaN" as a string is equal to itself, but the rule is kept simple: decoded, still passes
+    class Loose(Comparator):  # may refuse equal outputs: every output is compared
+        def __call__(self, output, expected, args):
+            return True
+
+    assert Verdicts(plan, oracle.Expected(None, stored), Loose()).identical_lines() == []
+    assert Verdicts(plan[:5], oracle.Expected(None, stored), Exact()).identical_lines() == []
 
 
 def test_nan_is_never_accepted_by_its_text(decodings):

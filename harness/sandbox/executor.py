@@ -196,6 +196,7 @@ class Executor:
         job: Job,
         budgets: list[Budget],
         keep_going: KeepGoing | None = None,
+        identical: list[bytes | None] | None = None,
     ) -> Judged:
         await self._open.wait()
         async with self._slots:
@@ -205,6 +206,7 @@ class Executor:
                 budgets,
                 mode=self.mode,
                 keep_going=keep_going,
+                identical=identical or (),
                 zygotes=self.zygotes,
             )
         if not judged.started:  # nothing of the program ran yet: the sandbox itself failed
@@ -266,6 +268,7 @@ class Executor:
             self.job(suite, code, limits, large, stop_on_error=stop_on_failure),
             _budgets(limits, suite.mode),
             verdicts.keep_going(stop_on_failure),
+            verdicts.identical_lines(),
         )
         return verdicts.result(task_id, sample_index, judged)
 

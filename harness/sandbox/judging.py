@@ -10,14 +10,14 @@ which the program cannot reach, reports that process's kernel accounting per tes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import STARTUP_ALLOWANCE_S, WALL_SLACK_FACTOR
 from .launch import ZygotePool
-from .protocol import Job
-from .supervisor import Budget, Child, Ending, Stopped
+from .protocol import IDENTICAL, Job
+from .supervisor import Budget, Child, Ending, Stopped, checked_event
 
 KeepGoing = Callable[[int, dict[str, Any]], bool]  # (test index, event) -> judge the next one?
 
@@ -50,11 +50,14 @@ def run_judging(
     *,
     mode: str,
     keep_going: KeepGoing | None = None,
+    identical: Sequence[bytes | None] = (),
     fixed_layout: bool = False,
     zygotes: ZygotePool | None = None,
 ) -> Judged:
     """Run ``job`` (which lists its tests) with one budget per test; the child is forked by one
-    of ``zygotes`` when given, else exec'd."""
+    of ``zygotes`` when given, else exec'd. ``identical``: per test, the line whose arrival
+    passes it (``Verdicts.identical_lines``): kept as ``protocol.IDENTICAL``, with no parsing
+    and no call to ``keep_going`` (a correct program's thousand tests cost a comparison each)."""
     judged = Judged(trusted=job.mode == "stdio" or job.self_timing is not None, isolation=mode)
     with Child(job, mode=mode, fixed_layout=fixed_layout, zygotes=zygotes) as child:
         baseline_kb = None
@@ -69,8 +72,13 @@ def run_judging(
             if judged.load["status"] != "ok":
                 return _finished(judged, child)
             start = child.marks
+            known = len(identical)
             for index, budget in enumerate(budgets):
-                event = child.read_event(budget)
+                line = child.read_line(budget)
+                if index < known and line == identical[index]:
+                    judged.tests.append(IDENTICAL)
+                    continue
+                event = checked_event(line)
                 if event["event"] == "done":  # it stopped after a failing test, as asked
                     break
                 if event["event"] != "test" or event["i"] != index:

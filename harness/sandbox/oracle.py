@@ -35,7 +35,7 @@ from ..testsuite import FunctionalSuite
 from . import codec
 from .codec import reported_output
 from .judging import Judged, wall_budget
-from .protocol import Job, SelfTiming
+from .protocol import Job, SelfTiming, passed_test_line
 from .supervisor import Budget
 
 REFERENCE_FORMAT = 8  # bump when the cached reference format changes
@@ -54,6 +54,7 @@ class Expected:
         self.stored = stored
         self._decoded: dict[str, list[Any]] = dict(decoded or {})
         self._digests: dict[tuple[str, int], str] = {}  # long strings' (every sample compares)
+        self._lines: list[bytes | None] | None = None
 
     def __getitem__(self, name: str) -> list[Any]:
         if name not in self._decoded:
@@ -65,6 +66,25 @@ class Expected:
     def stored_output(self, name: str, index: int) -> dict[str, Any] | None:
         """The cached form of one expected output; None when the dataset states them."""
         return None if self.stored is None else self.stored[name][index]
+
+    def identical_lines(self) -> list[bytes | None]:
+        """Per stored output, suite by suite (the order tests run in), the report line
+        (``protocol.passed_test_line``, without its newline) of an output whose text is this
+        one's, when that text is equal to itself (``codec.equal_to_itself``) and at most
+        LONG_STRING_CHARS long, else None. Made once: every sample reuses it."""
+        if self._lines is None:
+            texts = [
+                entry.get("output") for entries in (self.stored or {}).values() for entry in entries
+            ]
+            self._lines = [
+                passed_test_line(run_index, text)[:-1]
+                if text is not None
+                and len(text) <= codec.LONG_STRING_CHARS
+                and codec.equal_to_itself(text)
+                else None
+                for run_index, text in enumerate(texts)
+            ]
+        return self._lines
 
     def digested(self, name: str, index: int) -> bool:
         """The reference's output was too large to send: only its digest is known."""

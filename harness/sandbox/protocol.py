@@ -208,6 +208,11 @@ def passed_test_line(index: int, output_json: bytes) -> bytes:
     return b'{"event": "test", "i": %d, "status": "ok", "output": %b}\n' % (index, output_json)
 
 
+# What the harness keeps of a test whose report was byte for byte the line ``passed_test_line``
+# makes of the expected output (``run_judging``'s ``identical``): passed, nothing parsed or
+# decoded. No child can send it: "identical" is not a field of its reports.
+IDENTICAL = {"event": "test", "status": "ok", "identical": True}
+
 # the head (before OUTPUT_FIELD) of such a line: parsed without the JSON decoder, which it
 # matches exactly (an index without leading zeros, JSON's own spacing)
 _PASSED_HEAD = re.compile(rb'\{"event": "test", "i": (0|[1-9][0-9]{0,17}), "status": "ok"')

@@ -176,13 +176,14 @@ class Child:
     def read_event(self, budget: Budget) -> dict[str, Any]:
         """The next event, parsed and checked; Stopped if the child overruns ``budget`` first,
         breaks the protocol, or ends."""
+        return checked_event(self.read_line(budget))
+
+    def read_line(self, budget: Budget) -> bytes:
+        """The next line as it came, unchecked (``checked_event`` checks it); Stopped if the
+        child overruns ``budget`` first, or ends."""
         self._wait(budget)
-        line = self._lines.popleft()
         self.marks = self._arrival
-        try:
-            return parse_event(line)
-        except ProtocolError as exc:
-            raise Stopped("violation", str(exc)) from None
+        return self._lines.popleft()
 
     def _wait(self, budget: Budget) -> None:
         """Until a complete line is buffered; a limit overrun is noticed within POLL_S.
@@ -288,6 +289,14 @@ class Child:
         if self.ending is None:
             self.kill()
             self.finish(grace_s=0)
+
+
+def checked_event(line: bytes) -> dict[str, Any]:
+    """A line from the child as a checked event; a malformed one is a violation (Stopped)."""
+    try:
+        return parse_event(line)
+    except ProtocolError as exc:
+        raise Stopped("violation", str(exc)) from None
 
 
 def _tail(path: Path) -> str:
