@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import os
 import threading
@@ -15,6 +16,7 @@ import pytest
 from corebench.harness import FunctionalSuite, Verdict
 from corebench.harness.comparators import Close, Comparator, Exact
 from corebench.harness.config import CALIBRATION_REFERENCE_S, STARTUP_ALLOWANCE_S
+from corebench.harness.errors import CorebenchError
 from corebench.harness.records import calibrated
 from corebench.harness.sandbox import Executor, oracle, protocol
 from corebench.harness.sandbox.codec import encode, encode_text, reported_output
@@ -170,6 +172,14 @@ def test_a_long_expected_string_is_answered_by_its_digest():
         assert verdict(subclass).verdict is Verdict.passed
     finally:
         executor.close()
+    fresh = Executor(workers=2)  # reads the reference from the cache: the long text stays there
+    try:
+        right = "def text(n):\n    return ' '.join(str(i) for i in range(n))\n"
+        assert asyncio.run(fresh.evaluate("t/text", 0, right, suite)).verdict is Verdict.passed
+        cached = asyncio.run(fresh.reference("t/text", suite)).outputs
+        assert cached.texts is not None and "output" not in cached.stored["base"][0]
+    finally:
+        fresh.close()
 
 
 def test_a_long_string_is_compared_whole_where_the_comparator_is_not_exact_for_strings():
@@ -221,6 +231,49 @@ def test_long_strings_are_marked_only_where_the_comparator_takes_equal_strings_a
     verdicts = Verdicts(plan, expected, Exact())
     event = {"event": "test", "i": 0, "status": "ok", "digest": "0" * 64}
     assert verdicts.compare(0, event)[1] is False and "base" not in expected._decoded
+
+
+def test_a_cached_reference_leaves_long_strings_in_its_file_until_a_comparison_needs_them(
+    tmp_path,
+):
+    long = json.dumps("7 " * 40_000).encode()
+    data = {
+        "cpu_s": {"base": [0.5, None, 0.25], "plus": [0.125]},
+        "outputs": {
+            "base": [{"output": long}, {}, {"output": b"[1, 2]"}],
+            "plus": [{"digest": "ab" * 32}],
+        },
+    }
+    path = tmp_path / "r.ref"
+    path.write_bytes(oracle._dump(data))
+    read = oracle._read(path)
+    assert read["cpu_s"] == data["cpu_s"]
+    entries = read["outputs"]
+    assert entries["base"][1:] == [{}, {"output": b"[1, 2]"}] and entries["plus"] == [
+        {"digest": "ab" * 32}
+    ]
+    expected = oracle.Expected(None, entries, read["texts"])
+    assert "output" not in entries["base"][0]  # left in the file
+    assert expected.long_string("base", 0) and not expected.long_string("base", 2)
+    assert expected.digest("base", 0) == hashlib.sha256(long).hexdigest()
+    assert expected.identical_lines()[0] is None and "output" not in entries["base"][0]
+    path.unlink()  # the open file still serves it
+    assert expected.stored_output("base", 0)["output"] == long
+    assert expected["base"][0] == "7 " * 40_000
+    # a torn file is computed again; a damaged long text is one clear error
+    path.write_bytes(oracle._dump(data)[:-1])
+    assert oracle._read(path) is None
+    whole = bytearray(oracle._dump(data))
+    whole[-3:-2] = b"8"
+    path.write_bytes(bytes(whole))
+    damaged = oracle._read(path)
+    with pytest.raises(CorebenchError, match="damaged"):
+        oracle.Expected(None, damaged["outputs"], damaged["texts"]).stored_output("base", 0)
+    # a reference without long strings keeps no file open
+    del data["outputs"]["base"][0]
+    data["cpu_s"]["base"].pop(0)
+    path.write_bytes(oracle._dump(data))
+    assert "texts" not in oracle._read(path)
 
 
 def test_a_digest_on_one_side_is_compared_with_the_digest_of_the_other():

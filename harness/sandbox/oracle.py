@@ -16,6 +16,8 @@ import json
 import os
 import platform
 import sys
+import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,20 +40,25 @@ from .judging import Judged, wall_budget
 from .protocol import Job, SelfTiming, passed_test_line
 from .supervisor import Budget
 
-REFERENCE_FORMAT = 8  # bump when the cached reference format changes
+REFERENCE_FORMAT = 9  # bump when the cached reference format changes
 RunJudging = Callable[[Job, list[Budget]], Awaitable[Judged]]
 
 
 class Expected:
     """Expected outputs per suite, decoded on first use. ``stored`` keeps them as the cache does
-    (the JSON the child reported, or a digest), so that an identical report needs no decoding."""
+    (the JSON the child reported, or a digest), so that an identical report needs no decoding.
+    A long string read from the cache (``_read``) comes as its digest ("sha") and where its text
+    lies in the file (``texts``), read only if a comparison needs more than the digest."""
 
     def __init__(
         self,
         decoded: dict[str, list[Any]] | None = None,
         stored: dict[str, list[dict[str, Any]]] | None = None,
+        texts: LongTexts | None = None,
     ):
         self.stored = stored
+        self.texts = texts
+        self._loading = threading.Lock()
         self._decoded: dict[str, list[Any]] = dict(decoded or {})
         self._digests: dict[tuple[str, int], str] = {}  # long strings' (every sample compares)
         self._lines: list[bytes | None] | None = None
@@ -60,11 +67,22 @@ class Expected:
         if name not in self._decoded:
             if self.stored is None or name not in self.stored:
                 raise KeyError(name)
-            self._decoded[name] = [reported_output(o) for o in self.stored[name]]
+            outputs = range(len(self.stored[name]))
+            self._decoded[name] = [reported_output(self.stored_output(name, i)) for i in outputs]
         return self._decoded[name]
 
     def stored_output(self, name: str, index: int) -> dict[str, Any] | None:
-        """The cached form of one expected output; None when the dataset states them."""
+        """The cached form of one expected output (a long string's text read now if it was left
+        in the file); None when the dataset states them."""
+        stored = None if self.stored is None else self.stored[name][index]
+        if stored is not None and "output" not in stored and "sha" in stored:
+            with self._loading:  # judging threads compare too
+                if "output" not in stored and self.texts is not None:
+                    stored["output"] = self.texts.read(stored["at"], stored["size"], stored["sha"])
+        return stored
+
+    def _entry(self, name: str, index: int) -> dict[str, Any] | None:
+        """The cached form as it is (a long string's text may still be in the file)."""
         return None if self.stored is None else self.stored[name][index]
 
     def identical_lines(self) -> list[bytes | None]:
@@ -72,7 +90,7 @@ class Expected:
         (``protocol.passed_test_line``, without its newline) of an output whose text is this
         one's, when that text is equal to itself (``codec.equal_to_itself``) and at most
         LONG_STRING_CHARS long, else None. Made once: every sample reuses it."""
-        if self._lines is None:
+        if self._lines is None:  # a long string left in the file has no line ("output")
             texts = [
                 entry.get("output") for entries in (self.stored or {}).values() for entry in entries
             ]
@@ -88,24 +106,26 @@ class Expected:
 
     def digested(self, name: str, index: int) -> bool:
         """The reference's output was too large to send: only its digest is known."""
-        stored = self.stored_output(name, index)
+        stored = self._entry(name, index)
         return stored is not None and "digest" in stored
 
     def long_string(self, name: str, index: int) -> bool:
         """The reference's output is a string whose text is over ``codec.LONG_STRING_CHARS``
-        (a JSON text that starts with a quote is a string)."""
-        stored = self.stored_output(name, index)
+        (a JSON text that starts with a quote is a string; the cache marks one by its "sha")."""
+        stored = self._entry(name, index)
+        if stored is not None and "sha" in stored:
+            return True
         text = None if stored is None else stored.get("output")
-        return text is not None and len(text) > codec.LONG_STRING_CHARS and text[:1] == b'"'
+        return text is not None and _long_string(text)
 
     def digest(self, name: str, index: int) -> str | None:
         """The expected output's digest as the child reports it: the stored one, or for a long
         string the sha256 of its text (``codec.encode_text``); None for any other output."""
-        stored = self.stored_output(name, index)
+        stored = self._entry(name, index)
         if stored is None:
             return None
-        if "digest" in stored:
-            return stored["digest"]
+        if "digest" in stored or "sha" in stored:
+            return stored.get("digest") or stored["sha"]
         if not self.long_string(name, index):
             return None
         if (name, index) not in self._digests:
@@ -159,7 +179,9 @@ class Oracle:
             if key not in self._memory:
                 data = await self._cached(key, task_id, suite)
                 outputs = (
-                    Expected(suite.expected) if suite.expected else Expected(None, data["outputs"])
+                    Expected(suite.expected)
+                    if suite.expected
+                    else Expected(None, data["outputs"], data.get("texts"))
                 )
                 self._memory[key] = Reference(outputs, data["cpu_s"])
             return self._memory[key]
@@ -238,34 +260,85 @@ def cost_key(task_id: str, suite: FunctionalSuite) -> str:
 
 
 def _dump(data: dict[str, Any]) -> bytes:
-    """A reference as its cache file: one JSON line of the CPU times and the outputs, where each
-    output's JSON text (as the child sent it) is replaced by the number of the line holding it."""
-    texts: list[bytes] = []
+    """A reference as its cache file: one JSON line of the CPU times and the outputs, then the
+    outputs' JSON texts (as the child sent them), each entry saying where its text lies in what
+    follows the line ("at", "size"). Long strings come last, with their digest ("sha"):
+    reading the file reads none of them (``_read``; HumanEval/15's are 147 MB)."""
+    short: list[bytes] = []
+    long: list[tuple[dict[str, Any], bytes]] = []
     outputs: dict[str, list[dict[str, Any]]] = {}
+    offset = 0
     for name, stored in data["outputs"].items():
         outputs[name] = []
         for entry in stored:
             if "output" in entry:
-                texts.append(entry["output"])
-                entry = {"line": len(texts)}
+                text = entry["output"]
+                if _long_string(text):
+                    entry = {"size": len(text), "sha": hashlib.sha256(text).hexdigest()}
+                    long.append((entry, text))
+                else:
+                    entry = {"at": offset, "size": len(text)}
+                    short.append(text)
+                    offset += len(text)
             outputs[name].append(entry)
-    head = json.dumps({"cpu_s": data["cpu_s"], "outputs": outputs}).encode()
-    return b"\n".join([head, *texts])  # an output's text holds no newline: it was one line
+    for entry, text in long:
+        entry["at"], offset = offset, offset + len(text)
+    head = {"cpu_s": data["cpu_s"], "outputs": outputs, "short": len(b"".join(short))}
+    head["size"] = offset
+    return b"\n".join([json.dumps(head).encode(), b"".join(short + [t for _, t in long])])
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    """A cached reference (outputs kept as their text: nothing large is decoded); None when there
-    is none, or a torn or foreign file (computed again)."""
+    """A cached reference (outputs kept as their text: nothing large is decoded, and long
+    strings stay in the file, read through ``texts`` when needed); None when there is none, or
+    a torn or foreign file (computed again)."""
     try:
-        lines = path.read_bytes().split(b"\n")
-        data = json.loads(lines[0])
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    texts = LongTexts(fd)  # closes the file once nothing needs it
+    try:
+        with open(fd, "rb", closefd=False) as file:
+            data = json.loads(file.readline())
+            body = file.tell()
+            short = file.read(data.pop("short"))
+        if os.fstat(fd).st_size != body + data.pop("size"):
+            return None
         for stored in data["outputs"].values():
             for entry in stored:
-                if "line" in entry:
-                    entry["output"] = lines[entry.pop("line")]
+                if "sha" in entry:
+                    entry["at"] += body
+                    data["texts"] = texts  # kept open while this reference is
+                elif "at" in entry:
+                    at, size = entry.pop("at"), entry.pop("size")
+                    entry["output"] = short[at : at + size]
+                    if len(entry["output"]) != size:
+                        return None
         return data
     except (OSError, ValueError, LookupError, TypeError, AttributeError):
         return None
+
+
+class LongTexts:
+    """The long strings of a cached reference, read from its file on demand. The file stays
+    open while a reference uses it, so a cache rewritten or removed meanwhile changes nothing."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        weakref.finalize(self, os.close, fd)
+
+    def read(self, at: int, size: int, sha: str) -> bytes:
+        text = os.pread(self.fd, size, at)
+        if len(text) != size or hashlib.sha256(text).hexdigest() != sha:
+            raise CorebenchError(
+                "a cached reference output is damaged; delete the cache's references folder"
+            )
+        return text
+
+
+def _long_string(text: bytes) -> bool:
+    """An output's JSON text is a string longer than ``codec.LONG_STRING_CHARS``."""
+    return len(text) > codec.LONG_STRING_CHARS and text[:1] == b'"'
 
 
 def _path(key: str, suffix: str) -> Path:
