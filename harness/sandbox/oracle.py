@@ -76,8 +76,10 @@ class Expected:
         in the file); None when the dataset states them."""
         stored = None if self.stored is None else self.stored[name][index]
         if stored is not None and "output" not in stored and "sha" in stored:
+            if self.texts is None:
+                raise CorebenchError("a cached reference's long text, with no file to read")
             with self._loading:  # judging threads compare too
-                if "output" not in stored and self.texts is not None:
+                if "output" not in stored:
                     stored["output"] = self.texts.read(stored["at"], stored["size"], stored["sha"])
         return stored
 
