@@ -7,8 +7,10 @@ solution called in plain worker processes (one per core, slowest task first), wi
 no output transfer and no comparison: what no judge on this machine can beat. And the floor of
 a judge that runs programs outside its own process, as corebench must: the same calls in
 persistent plain worker processes (no process per program, no isolation), each input decoded
-from the JSON text it was sent as, each output encoded (a long one digested) and compared as
-text in the parent; it is timed against corebench's own judging time (start-up left out of both).
+from the JSON text it was sent as, each output encoded as corebench's child encodes it (digested
+where corebench marks the test ``large``) and compared as text in the parent; it is timed against
+corebench's own judging time (which includes starting its executor and reading references; the
+floor's workers are started before its clock), without --repeats.
 Prints every round, the speed-up of the medians, and per-sample agreement of the base and
 base+extra verdicts, listing every disagreement. Without --samples, the benchmark's reference
 solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import multiprocessing
 import os
@@ -177,12 +180,13 @@ def main() -> None:
     own_references = not (args.samples or args.from_run)
     limit_work = costliest_first(reference_work(benchmark)) if own_references else []
     floor_work = sent_work(limit_work)
-    expected = judge_floor(floor_work)[1] if own_references else []
+    floored = own_references and not args.repeats  # its judging time then includes timing
+    expected = expected_of(judge_floor(floor_work)[1]) if floored else []
     for round_ in range(args.rounds):
         theirs_s.append(run_evalplus(f"warm{round_}"))
         ours_s.append(run_corebench(f"warm{round_}"))
         limit_s.append(machine_limit(limit_work) if own_references else 0)
-        floor_s.append(judge_floor(floor_work, expected)[0] if own_references else 0)
+        floor_s.append(judge_floor(floor_work, expected)[0] if floored else 0)
         print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
         print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)", end="")
         print(f" judging {JUDGING_S[-1]:.1f} s" if len(JUDGING_S) == round_ + 2 else "", end="")
@@ -344,30 +348,51 @@ def sent_work(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list[st
     ]
 
 
-def _judge_task(item: tuple[int, tuple[str, str, list[str]]]) -> tuple[int, list[str]]:
+Judged = list[tuple[bool, str]]  # per test: (marked large, the output's text or digest)
+
+
+def _judge_task(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> tuple[int, Judged]:
     """One reference judged in this plain worker: each input decoded from its text, the output
-    encoded as the harness receives it (digested when long: ``codec.encode_text``)."""
-    index, (code, entry_point, inputs) = item
+    encoded as corebench's child encodes it (``codec.encode_text``; ``large`` per test, as the
+    harness marks them, so a long output may go as a digest)."""
+    index, (code, entry_point, inputs), large = item
     namespace: dict = {"__name__": "__main__"}
     exec(compile(code, "<reference>", "exec"), namespace)  # noqa: S102 - dataset references
     function = namespace[entry_point]
     outputs = []
-    for text in inputs:
-        encoded, digest = codec.encode_text(function(*codec.decode(json.loads(text))), large=True)
-        outputs.append(encoded if digest is None else digest)
+    for text, marked in zip(inputs, large or [False] * len(inputs), strict=True):
+        output = function(*codec.decode(json.loads(text)))
+        encoded, digest = codec.encode_text(output, large=marked)
+        outputs.append((digest is not None, encoded if digest is None else digest))
     return index, outputs
 
 
+def expected_of(outputs: list[Judged]) -> list[Judged]:
+    """What the floor compares with, from a first run with no test marked: a digest where that
+    run sent one or a long string (the tests corebench marks ``large``), else the text."""
+    expected = []
+    for task in outputs:
+        expected.append([])
+        for digested, text in task:
+            if not digested and text[:1] == '"' and len(text) > codec.LONG_STRING_CHARS:
+                digested, text = True, hashlib.sha256(text.encode()).hexdigest()
+            expected[-1].append((digested, text))
+    return expected
+
+
 def judge_floor(
-    work: list[tuple[str, str, list[str]]], expected: list[list[str]] | None = None
-) -> tuple[float, list[list[str]]]:
+    work: list[tuple[str, str, list[str]]], expected: list[Judged] | None = None
+) -> tuple[float, list[Judged]]:
     """(wall seconds, outputs per task) of judging every reference in os.cpu_count() persistent
     plain processes, in the order given, each output sent to this process and compared as text
-    with ``expected`` (a mismatch ends the script: the floor must judge what corebench does)."""
-    outputs: list[list[str]] = [[] for _ in work]
+    with ``expected`` (:func:`expected_of` a first run; a mismatch ends the script: the floor
+    must give the same outputs every round)."""
+    outputs: list[Judged] = [[] for _ in work]
+    marks = [[digested for digested, _ in task] for task in expected] if expected else None
+    items = ((i, w, marks[i] if marks else None) for i, w in enumerate(work))
     with multiprocessing.Pool(os.cpu_count()) as pool:
         started = time.perf_counter()
-        for index, got in pool.imap_unordered(_judge_task, enumerate(work), chunksize=1):
+        for index, got in pool.imap_unordered(_judge_task, items, chunksize=1):
             if expected is not None and got != expected[index]:
                 sys.exit(f"the floor's judge got other outputs for {work[index][1]}")
             outputs[index] = got

@@ -15,6 +15,7 @@ from corebench.harness.sandbox.codec import (
     PICKLE_DIGEST_ITEMS,
     Digest,
     Opaque,
+    _bare_json,
     _flat,
     _flat_lists,
     _flat_rows,
@@ -368,6 +369,10 @@ def test_a_long_string_is_digested_as_the_sha256_of_its_json_text_whatever_it_ho
                 hashlib.sha256(text.encode()).hexdigest(),
             )
     assert digested == len(values) - 4  # "a" * n, and a one-character filler sent as it is
+    # the characters hashed without their text are exactly those json.dumps leaves as they are
+    for code in range(0x800):
+        char = chr(code)
+        assert (_bare_json("a" + char) is not None) == (json.dumps(char) == f'"{char}"'), code
 
 
 def test_large_digests_only_long_lists_of_scalars():

@@ -329,10 +329,17 @@ class _FlatItems:
         return self.hasher.hexdigest()
 
 
-def _bare_json(text: str) -> bool:
-    """Whether ``json.dumps`` writes ``text`` as it is, in quotes: printable ASCII (space to
-    tilde) without a quote or backslash, the characters it escapes none of (in C)."""
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+_BARE = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')  # what json.dumps leaves as it is
+
+
+def _bare_json(text: str) -> bytes | None:
+    """``text`` as ASCII bytes when ``json.dumps`` writes it as it is, in quotes: printable ASCII
+    (space to tilde) without a quote or backslash; else None. At C speed, 1 ns a character with
+    the hashing, against 2.5 for json.dumps's text (``str.isprintable`` alone takes 2)."""
+    if not text.isascii():
+        return None
+    data = text.encode("ascii")
+    return None if data.translate(None, _BARE) else data
 
 
 def encode_text(
@@ -353,11 +360,14 @@ def encode_text(
     ``json.dumps(encode(value))`` would give.
     """
     kind = type(value)
-    if large and kind is str and len(value) + 2 > LONG_STRING_CHARS and _bare_json(value):
-        import hashlib  # the text is the string in quotes: hashed without making it (3x faster)
+    bare = (
+        _bare_json(value) if large and kind is str and len(value) + 2 > LONG_STRING_CHARS else None
+    )
+    if bare is not None:
+        import hashlib  # the text is the string in quotes: hashed without making it
 
         hasher = hashlib.sha256(b'"')
-        hasher.update(value.encode("ascii"))
+        hasher.update(bare)
         hasher.update(b'"')
         return None, hasher.hexdigest()
     if kind is str or kind is bool or value is None or (kind is int and -_BIG < value < _BIG):

@@ -72,7 +72,7 @@ def run_judging(
             if judged.load["status"] != "ok":
                 return _finished(judged, child)
             start = child.marks
-            known = len(identical)
+            known = 0 if judged.trusted else len(identical)  # trusted lines carry measurements
             for index, budget in enumerate(budgets):
                 line = child.read_line(budget)
                 if index < known and line == identical[index]:

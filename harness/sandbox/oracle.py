@@ -62,6 +62,7 @@ class Expected:
         self._decoded: dict[str, list[Any]] = dict(decoded or {})
         self._digests: dict[tuple[str, int], str] = {}  # long strings' (every sample compares)
         self._lines: list[bytes | None] | None = None
+        self._order: list[tuple[str, int]] | None = None
 
     def __getitem__(self, name: str) -> list[Any]:
         if name not in self._decoded:
@@ -86,6 +87,15 @@ class Expected:
     def _entry(self, name: str, index: int) -> dict[str, Any] | None:
         """The cached form as it is (a long string's text may still be in the file)."""
         return None if self.stored is None else self.stored[name][index]
+
+    def order(self) -> list[tuple[str, int]]:
+        """(suite name, index) of every stored output, suite by suite: the order tests run in."""
+        if self._order is None:
+            stored = self.stored or {}
+            self._order = [
+                (name, i) for name, outputs in stored.items() for i in range(len(outputs))
+            ]
+        return self._order
 
     def identical_lines(self) -> list[bytes | None]:
         """Per stored output, suite by suite (the order tests run in), the report line

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 from typing import Any
 
 MODES = ("call", "expr", "stdio")
@@ -211,7 +212,7 @@ def passed_test_line(index: int, output_json: bytes) -> bytes:
 # What the harness keeps of a test whose report was byte for byte the line ``passed_test_line``
 # makes of the expected output (``run_judging``'s ``identical``): passed, nothing parsed or
 # decoded. No child can send it: "identical" is not a field of its reports.
-IDENTICAL = {"event": "test", "status": "ok", "identical": True}
+IDENTICAL = types.MappingProxyType({"event": "test", "status": "ok", "identical": True})
 
 # the head (before OUTPUT_FIELD) of such a line: parsed without the JSON decoder, which it
 # matches exactly (an index without leading zeros, JSON's own spacing)
