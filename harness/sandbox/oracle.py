@@ -293,9 +293,9 @@ def _dump(data: dict[str, Any]) -> bytes:
                     short.append(text)
                     offset += len(text)
             outputs[name].append(entry)
+    head = {"cpu_s": data["cpu_s"], "outputs": outputs, "short": offset}
     for entry, text in long:
         entry["at"], offset = offset, offset + len(text)
-    head = {"cpu_s": data["cpu_s"], "outputs": outputs, "short": len(b"".join(short))}
     head["size"] = offset
     return b"\n".join([json.dumps(head).encode(), b"".join(short + [t for _, t in long])])
 
