@@ -3,14 +3,16 @@
 After one cold run of each (EvalPlus computes its ground truth; corebench its reference outputs),
 the two alternate for --rounds warm rounds, so a drift in the machine's speed hits both alike.
 Each round also times the machine's limit for the reference set: every test of every reference
-solution called in plain worker processes (one per core, slowest task first), with no isolation,
-no output transfer and no comparison: what no judge on this machine can beat. And the floor of
-a judge that runs programs outside its own process, as corebench must: the same calls in
-persistent plain worker processes (no process per program, no isolation), each input decoded
-from the JSON text it was sent as, each output encoded as corebench's child encodes it (digested
-where corebench marks the test ``large``) and compared as text in the parent; it is timed against
-corebench's own judging time (which includes starting its executor and reading references; the
-floor's workers are started before its clock), without --repeats.
+solution called in plain worker processes (one per core, slowest task first, forked from a fresh
+interpreter), with no isolation, no output transfer and no comparison: what no judge on this
+machine can beat. And two floors of a judge that runs programs outside its own process, as
+corebench must: the same calls in persistent plain worker processes, each input decoded from the
+JSON text it was sent as, each output encoded as corebench's child encodes it (digested where
+corebench marks the test ``large``) and compared as text in the parent; once in the workers
+themselves (no process per program), once in a process each worker forks for each program (as
+EvalPlus and corebench start every program in a process of its own), neither with isolation.
+They are timed against corebench's own judging time (which includes starting its executor and
+reading references; the floors' workers are started before their clocks), without --repeats.
 Prints every round, the speed-up of the medians, and per-sample agreement of the base and
 base+extra verdicts, listing every disagreement. Without --samples, the benchmark's reference
 solutions are the samples. EvalPlus needs a sample for every task: tasks a samples file lacks get
@@ -28,7 +30,9 @@ import copy
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.pool
 import os
+import pickle
 import re
 import resource
 import statistics
@@ -176,7 +180,7 @@ def main() -> None:
 
     print(f"cold: evalplus.evaluate {run_evalplus('cold'):.1f} s, ", end="")
     print(f"corebench evaluate {run_corebench('cold'):.1f} s")
-    theirs_s, ours_s, limit_s, floor_s = [], [], [], []
+    theirs_s, ours_s, limit_s, floor_s, forked_s = [], [], [], [], []
     own_references = not (args.samples or args.from_run)
     limit_work = costliest_first(reference_work(benchmark)) if own_references else []
     floor_work = sent_work(limit_work)
@@ -187,11 +191,15 @@ def main() -> None:
         ours_s.append(run_corebench(f"warm{round_}"))
         limit_s.append(machine_limit(limit_work) if own_references else 0)
         floor_s.append(judge_floor(floor_work, expected)[0] if floored else 0)
+        forked_s.append(judge_floor(floor_work, expected, own_process=True)[0] if floored else 0)
         print(f"warm round {round_ + 1}: evalplus.evaluate {theirs_s[-1]:.1f} s, ", end="")
         print(f"corebench evaluate {ours_s[-1]:.1f} s ({theirs_s[-1] / ours_s[-1]:.2f}x)", end="")
         print(f" judging {JUDGING_S[-1]:.1f} s" if len(JUDGING_S) == round_ + 2 else "", end="")
         print(f", the machine's limit {limit_s[-1]:.1f} s" if limit_s[-1] else "", end="")
-        print(f", an out-of-process judge's floor {floor_s[-1]:.1f} s" if floor_s[-1] else "")
+        print(
+            f", an out-of-process judge's floor {floor_s[-1]:.1f} s" if floor_s[-1] else "", end=""
+        )
+        print(f" ({forked_s[-1]:.1f} s with a process per program)" if forked_s[-1] else "")
     print(
         f"median warm: evalplus.evaluate {statistics.median(theirs_s):.1f} s, corebench evaluate "
         f"{statistics.median(ours_s):.1f} s; speed-up "
@@ -214,15 +222,21 @@ def main() -> None:
             f"{statistics.median(ours_s) / limit:.2f}x the limit"
         )
     if all(floor_s) and len(JUDGING_S) == len(ours_s) + 1:
-        floor, judging = statistics.median(floor_s), statistics.median(JUDGING_S[1:])
+        judging = statistics.median(JUDGING_S[1:])
         start = statistics.median(ours_s) - judging
-        print(
-            f"an out-of-process judge's floor (persistent plain workers, no isolation): {floor:.1f} "
-            f"s judging, against corebench's {judging:.1f} s ({judging / floor:.2f}x); with "
-            f"corebench's start-up and reports ({start:.1f} s) it would take {floor + start:.1f} "
-            f"s, {statistics.median(theirs_s) / (floor + start):.2f}x faster than "
-            "evalplus.evaluate"
-        )
+        for name, runs in (
+            ("persistent plain workers, no isolation", floor_s),
+            ("a plain process forked per program, no isolation", forked_s),
+        ):
+            floor = statistics.median(runs)
+            print(
+                f"an out-of-process judge's floor ({name}): {floor:.1f} s judging, against "
+                f"corebench's {judging:.1f} s ({judging / floor:.2f}x); with corebench's start-up "
+                f"and reports ({start:.1f} s) it would take {floor + start:.1f} s, "
+                f"{statistics.median(theirs_s) / (floor + start):.2f}x faster than "
+                f"evalplus.evaluate and {(floor + start) / statistics.median(limit_s):.2f}x the "
+                "machine's limit"
+            )
     programs_s = [programs_cpu(work / f"corebench-warm{r}") for r in range(args.rounds)]
     print(where_it_goes(ours_s, programs_s, warm_cpu.get(LIMIT), measuring=args.repeats > 0))
 
@@ -300,6 +314,15 @@ def where_it_goes(
     )
 
 
+def plain_workers() -> multiprocessing.pool.Pool:
+    """os.cpu_count() plain worker processes forked from a fresh interpreter that imported only
+    this script (a fork server), so that no worker inherits, walks or forks this process's
+    copies of the benchmark's inputs."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["__main__"])
+    return context.Pool(os.cpu_count())
+
+
 def _run_task(work: tuple[str, str, list]) -> float:
     """One reference's every test, called in this plain process (the benchmark's own code)."""
     code, entry_point, inputs = work
@@ -328,14 +351,10 @@ def reference_work(benchmark) -> list[tuple[str, str, list]]:
 def machine_limit(work: list[tuple[str, str, list]]) -> float:
     """Wall seconds to call every reference on every test in os.cpu_count() plain processes, in
     the order given (costliest first: ``costliest_first``)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with multiprocessing.Pool(os.cpu_count()) as pool:
+    with plain_workers() as pool:
         started = time.perf_counter()
-        for _ in pool.imap_unordered(_run_task, work, chunksize=1):
-            pass
+        cpu = sum(pool.imap_unordered(_run_task, work, chunksize=1))
         wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     CPU_S.setdefault(LIMIT, []).append(cpu)
     return wall
 
@@ -367,6 +386,28 @@ def _judge_task(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> tup
     return index, outputs
 
 
+def _judge_in_own_process(
+    item: tuple[int, tuple[str, str, list[str]], list[bool]],
+) -> tuple[int, Judged]:
+    """:func:`_judge_task` in a process forked for this one program from the small, warm worker
+    (the cheapest start a process per program can have: no exec, no imports, no isolation),
+    its outputs pickled back through a pipe."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the program's own process
+        os.close(read)
+        try:
+            with os.fdopen(write, "wb") as sent:
+                pickle.dump(_judge_task(item), sent, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as received:
+        judged = pickle.load(received)
+    os.waitpid(pid, 0)
+    return judged
+
+
 def expected_of(outputs: list[Judged]) -> list[Judged]:
     """What the floor compares with, from a first run with no test marked: a digest where that
     run sent one or a long string (the tests corebench marks ``large``), else the text."""
@@ -381,18 +422,22 @@ def expected_of(outputs: list[Judged]) -> list[Judged]:
 
 
 def judge_floor(
-    work: list[tuple[str, str, list[str]]], expected: list[Judged] | None = None
+    work: list[tuple[str, str, list[str]]],
+    expected: list[Judged] | None = None,
+    own_process: bool = False,
 ) -> tuple[float, list[Judged]]:
     """(wall seconds, outputs per task) of judging every reference in os.cpu_count() persistent
-    plain processes, in the order given, each output sent to this process and compared as text
-    with ``expected`` (:func:`expected_of` a first run; a mismatch ends the script: the floor
-    must give the same outputs every round)."""
+    plain processes (``own_process``: each program in a process forked for it alone), in the
+    order given, each output sent to this process and compared as text with ``expected``
+    (:func:`expected_of` a first run; a mismatch ends the script: the floor must give the same
+    outputs every round)."""
     outputs: list[Judged] = [[] for _ in work]
     marks = [[digested for digested, _ in task] for task in expected] if expected else None
     items = ((i, w, marks[i] if marks else None) for i, w in enumerate(work))
-    with multiprocessing.Pool(os.cpu_count()) as pool:
+    with plain_workers() as pool:
         started = time.perf_counter()
-        for index, got in pool.imap_unordered(_judge_task, items, chunksize=1):
+        judge = _judge_in_own_process if own_process else _judge_task
+        for index, got in pool.imap_unordered(judge, items, chunksize=1):
             if expected is not None and got != expected[index]:
                 sys.exit(f"the floor's judge got other outputs for {work[index][1]}")
             outputs[index] = got
@@ -401,7 +446,7 @@ def judge_floor(
 
 
 def costliest_first(work: list[tuple[str, str, list]]) -> list[tuple[str, str, list]]:
-    with multiprocessing.Pool(os.cpu_count()) as pool:
+    with plain_workers() as pool:
         costs = pool.map(_run_task, work, chunksize=1)
     return [w for _, w in sorted(zip(costs, work, strict=True), key=lambda pair: -pair[0])]
 
