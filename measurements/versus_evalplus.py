@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import hashlib
+import importlib.util
 import json
 import multiprocessing
 import multiprocessing.pool
@@ -41,13 +43,23 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
-from corebench.harness.config import data_dir_setting
-from corebench.harness.registry import default_plugins
-from corebench.harness.sandbox import codec
-from corebench.harness.store import Store
 
+def _codec_alone():
+    """corebench's codec, loaded from its file as the sandbox's child loads it (it imports only
+    the standard library): the floors' workers import this script, and stay as small as a
+    program's process that way. The rest of corebench is imported in the functions that use it."""
+    harness = importlib.util.find_spec("corebench.harness")  # imports only the namespace
+    path = Path(harness.origin).parent / "sandbox" / "codec.py"
+    spec = importlib.util.spec_from_file_location("_versus_evalplus_codec", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+codec = _codec_alone()
 OVERRIDE = {"mbpp": "MBPP_OVERRIDE_PATH", "humaneval": "HUMANEVAL_OVERRIDE_PATH"}
 
 
@@ -59,6 +71,8 @@ def reference_samples(benchmark) -> list[dict]:
 
 
 def run_samples(run_dir: Path) -> list[dict]:
+    from corebench.harness.store import Store
+
     return [
         {"task_id": s.task_id, "solution": s.code}
         for s, _ in Store(run_dir, create=False).samples()
@@ -148,6 +162,9 @@ def main() -> None:
         "measures nothing; the issue's target with it on is at most 2x evalplus.evaluate)",
     )
     args = parser.parse_args()
+    from corebench.harness.config import data_dir_setting
+    from corebench.harness.registry import default_plugins
+
     benchmark = default_plugins().benchmarks.get(args.bench).component(data_dir_setting())
     work = Path(tempfile.mkdtemp(prefix="versus-evalplus-"))
     if args.samples:
@@ -211,7 +228,8 @@ def main() -> None:
     print(
         "median warm CPU seconds of the processes each waited for (the kernel's count; "
         "corebench's sandbox children are reaped inside their own PID namespace, so its figure "
-        "is the harness's own work): "
+        "is the harness's own work; the limit's is its tasks' own CPU time, from loading each "
+        "reference to its last call): "
         + ", ".join(f"{tool} {cpu:.1f} s" for tool, cpu in warm_cpu.items())
     )
     if all(limit_s):
@@ -386,25 +404,31 @@ def _judge_task(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> tup
     return index, outputs
 
 
-def _judge_in_own_process(
-    item: tuple[int, tuple[str, str, list[str]], list[bool]],
-) -> tuple[int, Judged]:
-    """:func:`_judge_task` in a process forked for this one program from the small, warm worker
-    (the cheapest start a process per program can have: no exec, no imports, no isolation),
-    its outputs pickled back through a pipe."""
+def _judge_in_own_process(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> bytes:
+    """:func:`_judge_task` in a process this worker forks for the one program: no exec, no
+    imports beyond the standard library and corebench's codec, no isolation, its collector
+    frozen first as corebench's zygote freezes its own. The pickled ``(index, outputs)`` it
+    writes to a pipe is passed on as it is, to be unpickled once, in the judging process."""
     read, write = os.pipe()
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # the program's own process
         os.close(read)
+        status = 1
         try:
             with os.fdopen(write, "wb") as sent:
                 pickle.dump(_judge_task(item), sent, protocol=pickle.HIGHEST_PROTOCOL)
+            status = 0
+        except BaseException:
+            traceback.print_exc()
         finally:
-            os._exit(0)
+            os._exit(status)
     os.close(write)
     with os.fdopen(read, "rb") as received:
-        judged = pickle.load(received)
-    os.waitpid(pid, 0)
+        judged = received.read()
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status:
+        raise RuntimeError(f"the floor's process for {item[1][1]} exited with {status}")
     return judged
 
 
@@ -437,7 +461,8 @@ def judge_floor(
     with plain_workers() as pool:
         started = time.perf_counter()
         judge = _judge_in_own_process if own_process else _judge_task
-        for index, got in pool.imap_unordered(judge, items, chunksize=1):
+        for judged in pool.imap_unordered(judge, items, chunksize=1):
+            index, got = pickle.loads(judged) if own_process else judged
             if expected is not None and got != expected[index]:
                 sys.exit(f"the floor's judge got other outputs for {work[index][1]}")
             outputs[index] = got
