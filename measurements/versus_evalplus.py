@@ -410,8 +410,8 @@ def _judge_task(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> tup
 def _judge_in_own_process(item: tuple[int, tuple[str, str, list[str]], list[bool]]) -> bytes:
     """:func:`_judge_task` in a process this worker forks for the one program: no execve, no
     isolation, the worker's collector frozen first as corebench's zygote freezes its own (here
-    at every fork: the worker makes no cyclic garbage worth collecting). The pickled ``(index, outputs)`` it
-    writes to a pipe is passed on as it is, to be unpickled once, in the judging process."""
+    at every fork: the worker makes no cyclic garbage worth collecting). The pickled ``(index,
+    outputs)`` it writes to a pipe is passed on as it is, to be unpickled once, by the judge."""
     read, write = os.pipe()
     gc.freeze()
     pid = os.fork()
