@@ -125,5 +125,10 @@ RAY_START_TIMEOUT_S = 60.0  # a node's sandbox actor that has not started by the
 TRACE_CHARS = 2000  # per prompt or completion kept for the HTML page's per-task view
 
 # --- training -------------------------------------------------------------------------------------
-CONTAMINATION_NGRAM = 8  # words per n-gram in the train/evaluation overlap check
-CONTAMINATION_THRESHOLD = 0.5  # share of a training text's n-grams found in one evaluation text
+# near duplicates of evaluation tasks in training data (`corebench decontaminate`, training's
+# `decontaminate_*` settings): the least similarity that flags a pair, per criterion
+NEAR_DUPLICATE_DESCRIPTION = 0.9  # difflib ratio of the prompts' prose
+NEAR_DUPLICATE_CODE = 0.9  # difflib ratio of the reference solutions' canonical source tokens
+# code shorter than this is not compared: one-liners differ by one token (len(x) and max(x): 0.9)
+NEAR_DUPLICATE_CODE_MIN_TOKENS = 20
+NEAR_DUPLICATE_TESTS = 0.6  # share of the training task's tests the evaluation task has (2 of 3)

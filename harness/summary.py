@@ -55,13 +55,13 @@ def samples_rows(store: Store) -> list[dict[str, Any]]:
                 "completion_tokens": solution.completion_tokens,
                 "solve_wall_s": solution.wall_time_s,
                 "error": solution.error,
-                **_measurement_columns(result),
+                **measurement_columns(result),
             }
         )
     return rows
 
 
-def _measurement_columns(result) -> dict[str, Any]:
+def measurement_columns(result) -> dict[str, Any]:
     e = result.measurement
     if e is None:
         return dict.fromkeys(

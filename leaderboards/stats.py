@@ -170,6 +170,8 @@ class Paired:
     test: str
     p_holm: float | None = None  # filled in by ``with_holm`` over the report's family
     metric: str = "pass@1"  # what was compared per task
+    se: float = math.nan  # standard error of the difference (for its minimum detectable effect)
+    df: float = 0.0  # its degrees of freedom
 
     @property
     def distinguishable(self) -> bool:
@@ -187,7 +189,8 @@ def paired(a: np.ndarray, b: np.ndarray, binary: bool = False) -> Paired:
     null = sign_flip(a - b)
     p, test = (mcnemar(a, b), "exact McNemar") if binary else (null.pvalue, null.name)
     low, high = null.interval(p)
-    return Paired(len(a), float(np.mean(a - b)), low, high, p, test)
+    se, df = paired_se(a - b)
+    return Paired(len(a), float(np.mean(a - b)), low, high, p, test, se=se, df=df)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
@@ -208,3 +211,91 @@ def with_holm(family: Sequence[Paired]) -> list[Paired]:
     """The family's comparisons with their Holm-adjusted p filled in."""
     adjusted = holm([d.p for d in family])
     return [replace(d, p_holm=p) for d, p in zip(family, adjusted, strict=True)]
+
+
+# --- several training runs per arm (a study's seeds) ---------------------------------------------
+@dataclass(frozen=True)
+class Pooled:
+    """The mean of per-(seed, task) differences under a two-way crossed random-effects model,
+    d[s, t] = μ + a_s + b_t + e_st (training runs and tasks both random), with its standard error,
+    Satterthwaite's degrees of freedom, the two-sided t-test of μ = 0 and the 95 % interval."""
+
+    seeds: int
+    tasks: int
+    difference: float
+    se: float
+    df: float
+    p: float
+    low: float
+    high: float
+    seed_variance: float  # σ²_a: between training runs
+    task_variance: float  # σ²_b: between tasks
+    residual_variance: float  # σ²_e: a task's difference varying from run to run
+
+    test = "crossed random effects (seeds × tasks), Satterthwaite t"
+
+
+def crossed(differences: np.ndarray) -> Pooled:
+    """The test of a difference pooled over S ≥ 2 training seeds (rows) and T ≥ 2 tasks
+    (columns), every seed having every task.
+
+    The variance components come from the two-way ANOVA's mean squares (MS_seed, MS_task,
+    MS_resid; σ²_a = (MS_seed − MS_resid)/T, σ²_b = (MS_task − MS_resid)/S, σ²_e = MS_resid, a
+    negative estimate set to 0), which in this balanced design are REML's (statsmodels'
+    ``MixedLM``, tested). Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), a combination of mean squares
+    whose degrees of freedom are Satterthwaite's: with seeds that disagree the test has about
+    S − 1 of them, with seeds that agree about T − 1. One seed's rows repeated S times give the
+    one-sample t-test of the per-task differences; tasks that all differ alike give the t-test of
+    the per-seed means."""
+    d = np.asarray(differences, dtype=float)
+    seeds, tasks = d.shape
+    if seeds < 2 or tasks < 2:
+        raise ValueError(f"a crossed test needs two seeds and two tasks, not {d.shape}")
+    mean = float(d.mean())
+    by_seed, by_task = d.mean(axis=1), d.mean(axis=0)
+    ms_seed = tasks * float(np.sum((by_seed - mean) ** 2)) / (seeds - 1)
+    ms_task = seeds * float(np.sum((by_task - mean) ** 2)) / (tasks - 1)
+    residual = d - by_seed[:, None] - by_task[None, :] + mean
+    ms_resid = float(np.sum(residual**2)) / ((seeds - 1) * (tasks - 1))
+    seed_var = max(0.0, (ms_seed - ms_resid) / tasks)
+    task_var = max(0.0, (ms_task - ms_resid) / seeds)
+    # S·T·Var(mean) as Σ c_i MS_i (the truncated components drop their mean square's term)
+    terms = [
+        (float(seed_var > 0), ms_seed, seeds - 1),
+        (float(task_var > 0), ms_task, tasks - 1),
+        (1.0 - (seed_var > 0) - (task_var > 0), ms_resid, (seeds - 1) * (tasks - 1)),
+    ]
+    total = sum(c * ms for c, ms, _ in terms)
+    se = math.sqrt(max(0.0, total) / (seeds * tasks))
+    spread = sum((c * ms) ** 2 / k for c, ms, k in terms if c and ms)
+    df = total**2 / spread if spread > 0 else float((seeds - 1) * (tasks - 1))
+    if se > 0:
+        p = float(2 * stats.t.sf(abs(mean) / se, df))
+        half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
+    else:  # every difference alike: nothing varies
+        p, half = (1.0 if mean == 0 else 0.0), 0.0
+    return Pooled(
+        seeds, tasks, mean, se, df, p, mean - half, mean + half, seed_var, task_var, ms_resid
+    )
+
+
+POWER = 0.8  # minimum detectable effects are stated at this power
+
+
+def minimum_detectable(se: float, df: float, family: int, alpha: float = ALPHA) -> float:
+    """The smallest true difference a two-sided t-test at the family's corrected level
+    (Bonferroni's α/m, Holm's first and strictest step) detects with 80 % power, for a standard
+    error ``se`` with ``df`` degrees of freedom: (t_{1−α/2m} + t_{0.8})·SE (Miller, "Adding Error
+    Bars to Evals", 2024, with t in place of z)."""
+    if math.isnan(se) or se <= 0 or df <= 0:  # no variance: nothing to size an effect by
+        return math.nan
+    level = alpha / max(1, family)
+    return float((stats.t.ppf(1 - level / 2, df) + stats.t.ppf(POWER, df)) * se)
+
+
+def paired_se(differences: np.ndarray) -> tuple[float, float]:
+    """(standard error, degrees of freedom) of the mean of per-task differences: sd/√n, n − 1."""
+    d = np.asarray(differences, dtype=float)
+    if len(d) < 2:
+        return math.nan, 0.0
+    return float(np.std(d, ddof=1) / math.sqrt(len(d))), float(len(d) - 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import click
@@ -35,7 +34,8 @@ def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
     from corebench.harness import config as C
     from corebench.harness.registry import default_plugins
 
-    from .execute import Layout, run_study
+    from .evidence import register
+    from .execute import Layout, export_missing, run_study
     from .report import build_report, render_html, render_markdown
     from .spec import load_study
 
@@ -44,20 +44,18 @@ def study(study_file: Path, scale: str, out: Path | None, report_only: bool,
     spec = load_study(study_file, scale, default_plugins(), data)
     layout = Layout(out or C.DEFAULT_RUNS_DIR / "studies" / f"{spec.header.name}-{scale}")
     if report_only:
-        run_dirs = {r.name: layout.run_dir(spec, r) for r in spec.runs}
-        missing = [n for n, d in run_dirs.items() if not (d / C.RESULTS_DB).exists()]
+        missing = export_missing(spec, layout, data)  # folders from before the evidence files
         if missing:
             raise click.ClickException(
                 f"not run yet: {', '.join(missing)} (run without --report-only)"
             )
     else:
-        run_dirs = run_study(spec, layout, data_dir=data, say=lambda t: click.echo(t, err=True))
-    trained = {step.name: layout.checkpoints(spec, step.name) for step in spec.train}
-    report = build_report(spec, run_dirs, data, trained)
-    command = f"corebench study {shlex.quote(str(study_file))} --scale {scale}"
+        register(study_file, layout.root, scale)
+        run_study(spec, layout, data_dir=data, say=lambda t: click.echo(t, err=True))
+    report = build_report(spec, layout.root, study_file)
     markdown, page = layout.report("md"), layout.report("html")
-    markdown.write_text(render_markdown(report, command))
-    page.write_text(render_html(report, command))
+    markdown.write_text(render_markdown(report))
+    page.write_text(render_html(report))
     click.echo(f"wrote {markdown} and {page}", err=True)
     click.echo(markdown.read_text())
 

@@ -1,13 +1,16 @@
 """Running a study: its training steps, then its runs, each an ordinary checkpoint folder or run
-directory under the study's folder. Running it again does only what is missing:
+directory under the study's folder, once per seed where the study has seeds. Running it again
+does only what is missing:
 
 - a training step is finished when every role's checkpoint has its manifest (written last);
   an unfinished one resumes from its last saved step (training's own resume); each step trains
   in a process of its own, whose memory is returned when it ends;
 - a run resumes like `corebench run` (finished samples are kept, the rest is done).
 
-Each folder's name carries a hash of what decides its contents (``NAME-HASH``), so a changed
-entry gets a fresh folder and is re-run; nothing made under the old settings is mixed in.
+Each folder's name carries a hash of what decides its contents (``NAME-HASH``; the seed is one
+of the settings), so a changed entry gets a fresh folder and is re-run; nothing made under the
+old settings is mixed in. What each finished step and row leaves is exported as evidence
+(``evidence.py``) as soon as it is done; the report is built from that alone.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from corebench.harness.config import RESULTS_DB
 from corebench.harness.errors import CorebenchError
 from corebench.harness.runner import Runner
 from corebench.training.dispatch import finished_checkpoints
 from corebench.training.dispatch import train as run_training
 from corebench.training.settings import TrainSettings, load_settings
 
+from . import evidence
 from .spec import RunEntry, Study
 
 Say = Callable[[str], None]
@@ -31,7 +36,7 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a study keeps its steps."""
+    """Where a study keeps its steps (``study`` as run for a seed: ``Study.for_seed``)."""
 
     root: Path
 
@@ -60,46 +65,92 @@ def train_in_child(settings: TrainSettings) -> None:
         )
 
 
+def seeded_studies(study: Study) -> list[tuple[int | None, Study]]:
+    """(seed, the study as run for it) for each of the study's seeds; (None, study) without."""
+    if not study.header.seeds:
+        return [(None, study)]
+    return [(seed, study.for_seed(seed)) for seed in study.header.seeds]
+
+
 def run_study(
     study: Study,
     layout: Layout,
     *,
     data_dir: Path | None = None,
     say: Say | None = None,
-) -> dict[str, Path]:
-    """Train what is missing, then run what is missing; returns each run's directory."""
+) -> None:
+    """Train what is missing, then run what is missing, seed by seed, exporting each finished
+    step's and row's evidence into the study's folder."""
     say = say or (lambda text: print(text, file=sys.stderr))
-    checkpoints: dict[str, dict[str, Path]] = {}
-    for step in study.train:
-        out = layout.checkpoints(study, step.name)
-        settings = load_settings(
-            step.method,
-            None,
-            **{**study.train_settings(step, checkpoints), "out": str(out)},
-            **({"data_dir": str(data_dir)} if data_dir and "data_dir" not in step.settings else {}),
-        )
-        done = finished_checkpoints(settings)
-        if done is None:
-            say(f"train {step.name} ({step.method}) -> {out}")
-            train_in_child(settings)
+    entries = {r.name: r for r in study.runs}
+    done_once: set[str] = set()  # rows run once (unseeded), done under the first seed
+    for seed, seeded in seeded_studies(study):
+        checkpoints: dict[str, dict[str, Path]] = {}
+        for step in seeded.train:
+            out = layout.checkpoints(seeded, step.name)
+            settings = load_settings(
+                step.method,
+                None,
+                **{**seeded.train_settings(step, checkpoints), "out": str(out)},
+                **(
+                    {"data_dir": str(data_dir)}
+                    if data_dir and "data_dir" not in step.settings
+                    else {}
+                ),
+            )
+            label = step.name + ("" if seed is None else f" seed {seed}")
             done = finished_checkpoints(settings)
-            assert done is not None, f"training {step.name} left no manifests in {out}"
-        else:
-            say(f"train {step.name}: done ({out})")
-        checkpoints[step.name] = done
-    run_dirs = {}
-    for run in study.runs:
-        run_dir = layout.run_dir(study, run)
-        config = study.config(run, checkpoints)
-        runner = Runner(
-            config,
-            run_dir,
-            data_dir=data_dir,
-            repeats=study.header.repeats,
-            all_tests=True,  # test pass rates need every test judged
-        )
-        say(f"run {run.name} ({config.system}, {config.model}) -> {run_dir}")
-        outcome = runner.run()  # with nothing left, only a pending measurement phase runs
-        say(f"run {run.name}: {outcome.completed} new samples, {outcome.already_done} already done")
-        run_dirs[run.name] = run_dir
-    return run_dirs
+            if done is None:
+                say(f"train {label} ({step.method}) -> {out}")
+                train_in_child(settings)
+                done = finished_checkpoints(settings)
+                assert done is not None, f"training {label} left no manifests in {out}"
+            else:
+                say(f"train {label}: done ({out})")
+            checkpoints[step.name] = done
+            evidence.export_training(layout.root, step.name, seed, done)
+        for run in seeded.runs:
+            row_seed = seed if study.seeded(run) else None
+            if row_seed is None and run.name in done_once:
+                continue
+            done_once.add(run.name)
+            run_dir = layout.run_dir(seeded, run)
+            config = seeded.config(run, checkpoints)
+            runner = Runner(
+                config,
+                run_dir,
+                data_dir=data_dir,
+                repeats=study.header.repeats,
+                all_tests=True,  # test pass rates need every test judged
+            )
+            label = run.name + ("" if row_seed is None else f" seed {row_seed}")
+            say(f"run {label} ({config.system}, {config.model}) -> {run_dir}")
+            outcome = runner.run()  # with nothing left, only a pending measurement phase runs
+            say(
+                f"run {label}: {outcome.completed} new samples, {outcome.already_done} already done"
+            )
+            entry = entries[run.name].model_dump(exclude={"name"})
+            entry["seed"] = row_seed if row_seed is not None else entry["seed"]
+            evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir)
+
+
+def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[str]:
+    """Export the evidence of rows that have a finished run directory but no exported files (a
+    folder from before the evidence files); returns the rows still missing (``NAME[ seed S]``)."""
+    missing = []
+    for seed, seeded in seeded_studies(study):
+        for run in seeded.runs:
+            row_seed = seed if study.seeded(run) else None
+            if row_seed is None and seed not in (None, study.header.seeds[0]):
+                continue
+            if evidence.read_row(layout.root, run.name, row_seed) is not None:
+                continue
+            run_dir = layout.run_dir(seeded, run)
+            if (run_dir / RESULTS_DB).exists():
+                entry = next(r for r in study.runs if r.name == run.name).model_dump(
+                    exclude={"name"}
+                )
+                evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir)
+            else:
+                missing.append(run.name + ("" if row_seed is None else f" seed {row_seed}"))
+    return missing

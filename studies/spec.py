@@ -75,7 +75,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from corebench.harness import config as C
 from corebench.harness.errors import CorebenchError, UnknownNameError
@@ -127,12 +127,34 @@ class StudyHeader(RunSettings):
     description: str = ""
     repeats: int = Field(3, ge=0, description="measurement phase: timed calls per test")
     allow_confounds: list[Confound] = Field([], description=f"every comparison's {ALLOW_CONFOUNDS}")
-    metrics: list[Metric] = Field(
-        ["pass@1"],
-        min_length=1,
-        description="what each comparison compares per task (one Holm family over all): pass@1, "
-        "test_pass_rate (the share of a task's hidden tests passed)",
+    primary: Metric = Field(
+        "pass@1",
+        description="the metric that decides each comparison (one Holm family): pass@1 (the "
+        "mean over a task's samples), test_pass_rate (the share of its hidden tests passed)",
     )
+    secondary: list[Metric] = Field(
+        [], description="metrics also reported, as secondary (a Holm family of their own)"
+    )
+    seeds: list[int] = Field(
+        [],
+        description="train every step and run every trained or sampled row once per seed (the "
+        "training and sampling seed); comparisons pool the seeds (tasks and runs both random)",
+    )
+
+    @model_validator(mode="after")
+    def _metrics_and_seeds(self) -> StudyHeader:
+        if self.primary in self.secondary:
+            raise ValueError(f"{self.primary} is the primary metric; leave it out of secondary")
+        if len(set(self.secondary)) != len(self.secondary):
+            raise ValueError("secondary lists a metric twice")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds lists a seed twice")
+        return self
+
+    @property
+    def metrics(self) -> list[str]:
+        """The primary metric, then the secondary ones."""
+        return [self.primary, *self.secondary]
 
 
 class Scale(RunSettings):
@@ -140,6 +162,7 @@ class Scale(RunSettings):
     ``run.NAME`` one run's (e.g. fewer MapCoder rounds on a CPU)."""
 
     repeats: int = Field(3, ge=0)
+    seeds: list[int] = []
     train: dict[str, Any] = {}
     run: dict[str, dict[str, Any]] = {}
 
@@ -181,6 +204,27 @@ class Study(Options):
     runs: list[RunEntry]  # checkpoint references with their backend: BACKEND:@STEP:ROLE[?OPTS]
     gains: list[Gain]
     compares: list[Compare] = []
+
+    def seeded(self, run: RunEntry) -> bool:
+        """Whether a row is run once per seed: the study has seeds and the row uses a trained
+        checkpoint or samples (temperature > 0); a greedy row of an untrained model is run once."""
+        return bool(self.header.seeds) and (
+            REFERENCE.search(run.model) is not None or run.temperature > 0
+        )
+
+    def for_seed(self, seed: int) -> Study:
+        """The study as run for one seed: every training step with ``seed = SEED``, every seeded
+        row with ``seed = SEED`` (its checkpoints those of the same seed); other rows as they
+        are."""
+        steps = [
+            t.model_copy(update={"settings": {**t.settings, "seed": seed}}) for t in self.train
+        ]
+        runs = [r.model_copy(update={"seed": seed}) if self.seeded(r) else r for r in self.runs]
+        return self.model_copy(update={"train": steps, "runs": runs})
+
+    def seeds_of(self, run: RunEntry) -> list[int | None]:
+        """The seeds a row is run with (``[None]``: once)."""
+        return list(self.header.seeds) if self.seeded(run) else [None]
 
     def comparisons(self) -> list[tuple[str, str]]:
         """The (row, against) pairs the report tests, one family for the multiple-comparison

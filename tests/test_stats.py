@@ -1,6 +1,7 @@
 """The statistics of leaderboards and study reports against scipy, statsmodels and published
 values: the sign-flip test and its inverted interval, exact McNemar, proportion intervals at 0/n
-and n/n, and Holm's correction."""
+and n/n, Holm's correction, the crossed random-effects test of several training seeds (against
+statsmodels' MixedLM and t-tests) and the minimum detectable effect (against statsmodels' power)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from corebench.leaderboards.stats import (
     ALPHA,
     MONTE_CARLO_RESAMPLES,
     Paired,
+    crossed,
     holm,
     mcnemar,
+    minimum_detectable,
     paired,
     proportion_interval,
     sign_flip,
@@ -187,3 +190,123 @@ def test_with_holm_fills_the_adjusted_p_and_decides_distinguishable():
     assert [d.distinguishable for d in adjusted] == [True, True, False]
     first = with_holm([*family[:2], Paired(40, 0.1, -0.1, 0.3, 0.02, "exact McNemar")])
     assert [d.p_holm for d in first] == pytest.approx([0.04, 0.003, 0.04])
+
+
+# --- several training seeds: the crossed random-effects test --------------------------------------
+def crossed_data(seed_sd: float, task_sd: float, noise_sd: float, shape=(3, 40), seed=1):
+    rng = np.random.default_rng(seed)
+    seeds, tasks = shape
+    return (
+        0.1
+        + rng.normal(0, seed_sd, (seeds, 1))
+        + rng.normal(0, task_sd, (1, tasks))
+        + rng.normal(0, noise_sd, (seeds, tasks))
+    )
+
+
+@pytest.mark.parametrize("spread", [(0.3, 0.5, 0.4), (0.15, 0.3, 0.3), (0.4, 0.2, 0.1)])
+def test_crossed_matches_statsmodels_reml_on_balanced_data(spread):
+    """In a balanced design with positive components, REML's variance components and the
+    standard error of the intercept (statsmodels MixedLM, crossed variance components) are the
+    ANOVA estimates the test uses."""
+    import warnings
+
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    d = crossed_data(*spread)
+    seeds, tasks = d.shape
+    frame = pd.DataFrame(
+        [(s, t, d[s, t]) for s in range(seeds) for t in range(tasks)], columns=["seed", "task", "d"]
+    )
+    frame["all"] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = smf.mixedlm(
+            "d ~ 1", frame, groups="all", re_formula="0",
+            vc_formula={"seed": "0 + C(seed)", "task": "0 + C(task)"},
+        ).fit(reml=True)  # fmt: skip
+    result = crossed(d)
+    assert result.seed_variance > 0 and result.task_variance > 0
+    assert result.difference == pytest.approx(fit.params["Intercept"])
+    assert result.se == pytest.approx(fit.bse["Intercept"], rel=1e-3)
+    assert [result.seed_variance, result.task_variance] == pytest.approx(list(fit.vcomp), rel=1e-3)
+    assert result.residual_variance == pytest.approx(fit.scale, rel=1e-3)
+
+
+def test_crossed_with_no_seed_variance_is_reml_with_tasks_alone():
+    """A negative seed component is set to 0; the standard error is then REML's for a model
+    with task effects only (statsmodels MixedLM grouped by task)."""
+    import warnings
+
+    import pandas as pd
+    import statsmodels.formula.api as smf
+
+    d = crossed_data(0.05, 0.3, 0.3)
+    result = crossed(d)
+    assert result.seed_variance == 0 and result.df == pytest.approx(d.shape[1] - 1)
+    frame = pd.DataFrame(
+        [(t, d[s, t]) for s in range(d.shape[0]) for t in range(d.shape[1])], columns=["task", "d"]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = smf.mixedlm("d ~ 1", frame, groups="task").fit(reml=True)
+    assert result.se == pytest.approx(fit.bse["Intercept"], rel=1e-3)
+
+
+def test_crossed_with_identical_seeds_is_the_one_sample_t_test_of_the_task_differences():
+    x = np.random.default_rng(2).normal(0.2, 1, 40)
+    result = crossed(np.vstack([x, x, x]))
+    expected = stats.ttest_1samp(x, 0)
+    assert result.p == pytest.approx(expected.pvalue) and result.df == pytest.approx(39)
+    interval = expected.confidence_interval(0.95)
+    assert (result.low, result.high) == pytest.approx((interval.low, interval.high))
+
+
+def test_crossed_with_seeds_that_shift_every_task_alike_is_the_t_test_of_the_seed_means():
+    """Training runs differ, tasks do not: only S - 1 = 3 degrees of freedom, as it should be."""
+    a = np.random.default_rng(3).normal(0.3, 0.2, 4)
+    result = crossed(np.repeat(a[:, None], 30, axis=1))
+    assert result.p == pytest.approx(stats.ttest_1samp(a, 0).pvalue)
+    assert result.df == pytest.approx(3)
+
+
+def test_crossed_satterthwaite_degrees_of_freedom_by_hand():
+    d = crossed_data(0.3, 0.5, 0.4)
+    seeds, tasks = d.shape
+    m = d.mean()
+    ms_seed = tasks * ((d.mean(1) - m) ** 2).sum() / (seeds - 1)
+    ms_task = seeds * ((d.mean(0) - m) ** 2).sum() / (tasks - 1)
+    resid = d - d.mean(1)[:, None] - d.mean(0)[None, :] + m
+    ms_resid = (resid**2).sum() / ((seeds - 1) * (tasks - 1))
+    total = ms_seed + ms_task - ms_resid
+    df = total**2 / (
+        ms_seed**2 / (seeds - 1)
+        + ms_task**2 / (tasks - 1)
+        + ms_resid**2 / ((seeds - 1) * (tasks - 1))
+    )
+    result = crossed(d)
+    assert result.df == pytest.approx(df) and result.se == pytest.approx(np.sqrt(total / d.size))
+    assert result.p == pytest.approx(2 * stats.t.sf(abs(m) / result.se, df))
+
+
+def test_crossed_degenerate_cases():
+    assert crossed(np.zeros((3, 5))).p == 1.0
+    same = crossed(np.full((3, 5), 0.25))
+    assert same.p == 0.0 and (same.low, same.high) == (0.25, 0.25)
+    with pytest.raises(ValueError, match="two seeds and two tasks"):
+        crossed(np.zeros((1, 5)))
+
+
+@pytest.mark.parametrize("n, family", [(40, 1), (378, 6), (12, 3)])
+def test_minimum_detectable_effect_has_80_percent_power_at_the_corrected_level(n, family):
+    """Miller's MDE with t quantiles: a one-sample t-test of that true effect has ~80 % power
+    at alpha / family (statsmodels' noncentral-t power)."""
+    from statsmodels.stats.power import TTestPower
+
+    sd = 0.37
+    se = sd / np.sqrt(n)
+    mde = minimum_detectable(se, n - 1, family)
+    power = TTestPower().power(mde / sd, nobs=n, alpha=0.05 / family)
+    assert power == pytest.approx(0.8, abs=0.012)
+    assert math.isnan(minimum_detectable(0.0, n - 1, family))  # no variance: undefined

@@ -4,6 +4,7 @@ repeating anything, re-run where an entry changed, and reported with intervals a
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +32,7 @@ n = 1
 k = [1]
 max_new_tokens = 64
 repeats = 1
+seeds = [0, 1]  # the trained row: one GRPO run and one evaluation per seed
 allow_confounds = ["sampling"]  # at the smoke scale cot writes less than the other rows
 
 [scale.smoke]
@@ -132,27 +134,63 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     args = [str(path), "--out", str(out), "--data-dir", str(data_dir)]
     first = study(*args)
     assert first.returncode == 0, first.stderr
-    assert "train grpo (grpo)" in first.stderr
+    assert "train grpo seed 0 (grpo)" in first.stderr and "train grpo seed 1 (grpo)" in first.stderr
     layout, spec = Layout(out), load_study(path)
-    run_dirs = {r.name: layout.run_dir(spec, r) for r in spec.runs}
-    for run_dir in run_dirs.values():
+    seeded = {seed: spec.for_seed(seed) for seed in (0, 1)}
+    run_dirs = {(r.name, s): layout.run_dir(seeded[s], r) for s in (0, 1) for r in seeded[s].runs}
+    assert len(set(run_dirs.values())) == 4  # direct and cot once, the trained row per seed
+    configs = {}
+    for key, run_dir in run_dirs.items():
         with sqlite3.connect(run_dir / "results.sqlite") as db:
             assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
-            config = json.loads(db.execute("SELECT config FROM run").fetchone()[0])
+            configs[key] = json.loads(db.execute("SELECT config FROM run").fetchone()[0])
             metadata = json.loads(db.execute("SELECT metadata FROM run").fetchone()[0])
         assert metadata["all_tests"] is True  # test pass rates count every test
-    assert config["model"].startswith("hf:") and "checkpoints/grpo-" in config["model"]
+    trained = {seed: configs["trained", seed] for seed in (0, 1)}
+    assert [trained[s]["seed"] for s in (0, 1)] == [0, 1]  # sampling seed = training seed
+    assert trained[0]["model"] != trained[1]["model"]  # each seed's own checkpoint
+    assert all("checkpoints/grpo-" in trained[s]["model"] for s in (0, 1))
+    # the evidence: samples, results, settings per row (and seed), training logs, registration
+    for stem in ("direct", "cot", "trained/seed-0", "trained/seed-1"):
+        for suffix in (".jsonl", ".results.jsonl", ".run.json"):
+            assert (out / f"{stem}{suffix}").exists(), stem + suffix
+    samples = [json.loads(x) for x in (out / "trained/seed-1.jsonl").read_text().splitlines()]
+    assert [set(x) for x in samples] == [{"task_id", "solution"}] * 3  # EvalPlus samples
+    results = [json.loads(x) for x in (out / "direct.results.jsonl").read_text().splitlines()]
+    assert all(len(r["tests"]) > 3 and set(r["tests"]) <= set("PWETMSVN.") for r in results)
+    assert (out / "training/grpo/seed-0.json").exists() and (out / "study.toml").exists()
+    registration = json.loads((out / "registration.json").read_text())
+    assert registration["commit"] is None  # tmp_path is no repository: not pre-registered
+    for exported in out.rglob("*"):
+        if exported.is_file() and not exported.is_relative_to(out / "runs") and not (
+            exported.is_relative_to(out / "checkpoints")
+        ):
+            assert str(tmp_path) not in exported.read_text(), exported
     report = (out / "report.md").read_text()
-    assert "| Chain of thought | cot |" in report and "pass@1 95% CI" in report
-    assert "Paired differences" in report and "| direct − Chain of thought | 3 |" in report
+    assert "| Chain of thought | – | cot |" in report and "pass@1 95% CI" in report
+    assert "| trained | 0 | direct |" in report and "| trained | 1 | direct |" in report
+    assert "| direct − Chain of thought | pass@1 (primary) | 3 |" in report
+    assert "crossed random effects (2 seeds × 3 tasks)" in report
+    assert "Pre-registered: **no** (the study file was not committed" in report
     assert "Collaboration Gain" in report and "| Chain of thought | direct |" in report
     assert "<table>" in (out / "report.html").read_text()
 
     # again: everything is done, nothing is trained or generated twice
     again = study(*args)
     assert again.returncode == 0, again.stderr
-    assert "train grpo: done" in again.stderr
-    assert again.stderr.count("0 new samples, 3 already done") == 3
+    assert "train grpo seed 0: done" in again.stderr and "train grpo seed 1: done" in again.stderr
+    assert again.stderr.count("0 new samples, 3 already done") == 4
+
+    # the folder without its runs and checkpoints rewrites the same report from its evidence
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("runs", "checkpoints"))
+    (copy / "report.md").unlink()
+    only = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
+    assert only.returncode == 0, only.stderr
+    assert (copy / "report.md").read_bytes() == (out / "report.md").read_bytes()
+    (copy / "trained/seed-1.results.jsonl").unlink()
+    missing = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
+    assert missing.returncode != 0 and "not run yet: trained seed 1" in missing.stderr
 
     # a changed entry runs again in its own folder; the others stay as they are
     changed = write(
@@ -160,8 +198,11 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     )
     third = study(str(changed), "--out", str(out), "--data-dir", str(data_dir))
     assert third.returncode == 0, third.stderr
-    assert "run cot: 3 new samples" in third.stderr and third.stderr.count("3 already done") == 2
-    assert len(list((out / "runs").iterdir())) == 4
+    # sampled now, cot runs once per seed; the other rows are done
+    assert "run cot seed 0: 3 new samples" in third.stderr
+    assert "run cot seed 1: 3 new samples" in third.stderr
+    assert third.stderr.count("3 already done") == 3
+    assert len(list((out / "runs").iterdir())) == 6
 
 
 def test_shipped_studies_are_valid_at_both_scales(data_dir):

@@ -1,4 +1,4 @@
-"""Training: settings, contamination check, sandbox rewards, plans, and every method end to end
+"""Training: settings, the training data, sandbox rewards, plans, and every method end to end
 on the embedded model with tiny settings, its checkpoints then evaluated by the runner."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 from corebench.harness.testsuite import assert_suite
 from corebench.plugins.systems.corecode.outline import parse_plan
-from corebench.training.contamination import ContaminationError, Text, check
 from corebench.training.data import TrainTask, load_train_data
 from corebench.training.dispatch import model_spec, train
 from corebench.training.models import local_checkpoint
@@ -60,24 +59,6 @@ def test_settings_from_toml_and_overrides(tmp_path):
         load_settings("magrpo", None, ["reward=test"])
     with pytest.raises(UnknownNameError, match="training method"):
         load_settings("ppo")
-
-
-def test_contamination_check_refuses_overlap_unless_allowed():
-    evaluation = [
-        Text("Mbpp/2", "Write a function to find the shared elements from the given two lists.")
-    ]
-    copied = Text(
-        "Mbpp/700", "write a function to find the shared elements from the given two lists"
-    )
-    same_id = Text("Mbpp/2", "something else entirely, with enough words to make some n-grams here")
-    fresh = Text(
-        "Mbpp/701", "Write a function to reverse the words of a sentence and join them back."
-    )
-    assert check([fresh], evaluation) == []
-    with pytest.raises(ContaminationError, match="2 training tasks overlap"):
-        check([copied, same_id, fresh], evaluation)
-    found = check([copied, same_id, fresh], evaluation, allow=True)
-    assert {(o.train_id, o.reason) for o in found} == {("Mbpp/700", "prompt"), ("Mbpp/2", "id")}
 
 
 def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
@@ -355,8 +336,9 @@ def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
     # APPS numbers train and test problems alike: train ids name their split; a train problem
     # that restates a test problem is found by the check against the benchmark's own test split
     assert [t.task.task_id for t in data.tasks] == ["APPS/train/1", "APPS/train/2"]
-    assert [(o.train_id, o.eval_id, o.reason) for o in data.overlaps] == [
-        ("APPS/train/4001", "APPS/4001", "prompt")
+    assert [(o.train_id, o.eval_id, o.criterion) for o in data.overlaps] == [
+        ("APPS/train/4001", "APPS/4001", "description"),
+        ("APPS/train/4001", "APPS/4001", "code"),
     ]
     program, method = data.tasks
     assert program.suite.mode == "stdio" and program.reference.startswith("print(max(")
@@ -682,9 +664,12 @@ def test_humaneval_training_uses_its_train_split_checked_against_the_heldout_one
         data_dir=str(data_dir),
     )
     data = load_train_data(settings)
-    assert len(data.tasks) == 124 and data.overlaps == []
+    # the 124 train tasks less three near variants of held-out ones (test_benchmarks.py)
+    assert len(data.tasks) == 121 and {o.train_id for o in data.overlaps} == {
+        "HumanEval/29", "HumanEval/43", "HumanEval/142"
+    }
     # checked against the whole test split instead, every training task is an evaluation task
-    with pytest.raises(CorebenchError, match="overlap"):
+    with pytest.raises(CorebenchError, match="124 training tasks are near duplicates"):
         load_train_data(
             settings.model_copy(update={"eval_split": "test", "exclude_overlaps": False})
         )

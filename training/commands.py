@@ -63,4 +63,7 @@ def train(method: str, config_path: Path | None, overrides: tuple[str, ...], out
 
 @hookimpl
 def register_commands(cli: click.Group) -> None:
+    from .decontaminate import decontaminate
+
     cli.add_command(train)
+    cli.add_command(decontaminate)

@@ -11,7 +11,7 @@ from corebench.harness.records import Task
 from corebench.harness.registry import Plugins, default_plugins
 from corebench.harness.testsuite import FunctionalSuite
 
-from .contamination import Overlap, Text, check
+from .contamination import Flag, Thresholds, check, items
 from .rewards import rewarded_suite
 from .settings import TrainSettings
 
@@ -35,7 +35,7 @@ class TrainTask:
 @dataclass
 class TrainData:
     tasks: list[TrainTask]
-    overlaps: list[Overlap]  # found by the contamination check (dropped unless allowed)
+    overlaps: list[Flag]  # near duplicates of evaluation tasks (dropped unless allowed)
     source: str  # benchmark and split
 
 
@@ -61,12 +61,13 @@ def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> 
     for name in dict.fromkeys([*settings.eval_benchmarks, settings.benchmark]):
         evaluated = plugins.benchmarks.get(name).component(data_dir)
         split = settings.eval_split if settings.eval_split in evaluated.splits else "test"
-        evaluation += [
-            Text(t.task_id, t.prompt, evaluated.test_suite(t.task_id).reference_code)
-            for t in evaluated.tasks(split)
-        ]
-    texts = [Text(t.task.task_id, t.task.prompt, t.reference) for t in train]
-    overlaps = check(texts, evaluation, allow=settings.allow_overlap or settings.exclude_overlaps)
+        evaluation += items(evaluated, split)
+    overlaps = check(
+        items(benchmark, "train"),
+        evaluation,
+        thresholds(settings),
+        allow=settings.allow_overlap or settings.exclude_overlaps,
+    )
     if settings.exclude_overlaps and not settings.allow_overlap:
         dropped = {o.train_id for o in overlaps}
         train = [t for t in train if t.task.task_id not in dropped]
@@ -75,3 +76,12 @@ def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> 
     if not train:
         raise CorebenchError("no training tasks left after the contamination check")
     return TrainData(train, overlaps, f"{settings.benchmark}:train")
+
+
+def thresholds(settings: TrainSettings) -> Thresholds:
+    """The near-duplicate thresholds a training run uses (settings ``decontaminate_*``)."""
+    return Thresholds(
+        description=settings.decontaminate_description,
+        code=settings.decontaminate_code,
+        tests=settings.decontaminate_tests,
+    )

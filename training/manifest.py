@@ -11,6 +11,7 @@ from typing import Any
 from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.metadata import environment_metadata
 
+from .contamination import excluded_by
 from .data import TrainData
 from .distributed import world_size
 from .settings import TrainSettings
@@ -47,7 +48,8 @@ def write_manifest(
             "source": data.source,
             "tasks": len(data.tasks),
             "sha256": data_fingerprint(data),
-            "overlaps_found": len(data.overlaps),
+            "overlaps_found": len({o.train_id for o in data.overlaps}),
+            "excluded_by": excluded_by(data.overlaps),
             "overlaps_kept": settings.allow_overlap,
         },
         "settings": settings.model_dump(),

@@ -120,11 +120,18 @@ def sandbox() -> SandboxExecutor:
     return executor_for()
 
 
-def _in_own_loop(work: Callable[[SandboxExecutor], Awaitable[T]]) -> T:
-    """Run ``work`` with a fresh executor (local or the service's); trainers may call rewards
-    from inside a running event loop, so ours runs in its own thread."""
+def in_own_loop(
+    work: Callable[[SandboxExecutor], Awaitable[T]], executor: SandboxExecutor | None = None
+) -> T:
+    """Run ``work`` with ``executor`` (default: a fresh one, local or the service's, see
+    ``sandbox``); trainers may call rewards from inside a running event loop, so ours runs in its
+    own thread."""
     box: dict[str, T] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("out", asyncio.run(work(sandbox()))))
+
+    def target() -> None:
+        box["out"] = asyncio.run(work(executor if executor is not None else sandbox()))
+
+    thread = threading.Thread(target=target)
     thread.start()
     thread.join()
     if "out" not in box:
@@ -145,7 +152,7 @@ def run_tests(programs: list[tuple[str, TrainTask]]) -> list[TestRun]:
 
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 
-    return _in_own_loop(all_runs)
+    return in_own_loop(all_runs)
 
 
 def example_feedback(programs: list[tuple[str, Task]]) -> list[tuple[bool, str]]:
@@ -162,7 +169,7 @@ def example_feedback(programs: list[tuple[str, Task]]) -> list[tuple[bool, str]]
 
         return list(await asyncio.gather(*(one(c, t) for c, t in programs)))
 
-    return _in_own_loop(all_checks)
+    return in_own_loop(all_checks)
 
 
 def measure_passing(
@@ -186,7 +193,7 @@ def measure_passing(
             out.append(measured)
         return out
 
-    return _in_own_loop(measure_all)
+    return in_own_loop(measure_all)
 
 
 def speed_score(measured: Measurement | None) -> float:

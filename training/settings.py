@@ -17,6 +17,7 @@ else:  # Python 3.10: the same parser, from PyPI
 
 from pydantic import Field, model_validator
 
+from corebench.harness import config as C
 from corebench.harness.errors import CorebenchError, UnknownNameError
 from corebench.harness.options import Options, parse_assignments, validate_options
 from corebench.harness.records import RunConfig
@@ -67,7 +68,16 @@ class TrainSettings(Options):
         None, description="first N training tasks (after the contamination check)"
     )
     exclude_overlaps: bool = Field(
-        True, description="drop training tasks that overlap evaluation tasks"
+        True, description="drop training tasks that are near duplicates of evaluation tasks"
+    )
+    decontaminate_description: float = Field(
+        C.NEAR_DUPLICATE_DESCRIPTION, ge=0, le=1, description="near duplicate: prose similarity"
+    )
+    decontaminate_code: float = Field(
+        C.NEAR_DUPLICATE_CODE, ge=0, le=1, description="near duplicate: syntax-tree similarity"
+    )
+    decontaminate_tests: float = Field(
+        C.NEAR_DUPLICATE_TESTS, ge=0, le=1, description="near duplicate: share of tests shared"
     )
     allow_overlap: bool = Field(False, description="keep them instead (recorded in the manifest)")
     seed: int = 0

@@ -1,0 +1,144 @@
+"""A study folder as evidence: the registration record (a study file committed, unchanged,
+before the run began, in a real git repository), portable exports, and every committed study
+folder's report rewritten byte for byte from its files alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from corebench.studies.evidence import (
+    STUDY_FILE,
+    WORKING,
+    portable,
+    preregistered,
+    read_registration,
+    register,
+    sha256,
+)
+
+CLI = [sys.executable, "-m", "corebench.harness.cli"]
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = '[study]\nname = "s"\n\n[[run]]\nname = "direct"\nsystem = "direct"\n'
+
+
+def git(repo: Path, *args: str, when: datetime | None = None) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(repo), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    if when is not None:
+        env["GIT_COMMITTER_DATE"] = env["GIT_AUTHOR_DATE"] = when.isoformat()
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path):
+    folder = tmp_path / "repo"
+    (folder / "studies").mkdir(parents=True)
+    git(folder, "init", "-q")
+    return folder
+
+
+def commit(repo: Path, text: str, when: datetime | None = None) -> Path:
+    path = repo / "studies" / "s.toml"
+    path.write_text(text)
+    git(repo, "add", "studies/s.toml")
+    git(repo, "commit", "-q", "-m", "study", when=when)
+    return path
+
+
+def test_a_study_committed_before_its_run_is_preregistered(repo, tmp_path):
+    path = commit(repo, STUDY, datetime.now(timezone.utc) - timedelta(hours=1))
+    out = tmp_path / "out"
+    record = register(path, out, "full")
+    assert record["path"] == "studies/s.toml" and record["matches_commit"]
+    assert record["commit"] == git(repo, "rev-parse", "HEAD").strip()
+    assert (out / STUDY_FILE).read_text() == STUDY  # the file as run, in the folder
+    assert preregistered(record, sha256(path)) == (
+        True, "committed before the run began, and run as committed"
+    )  # fmt: skip
+    # the committed folder leaves out the working folders
+    assert (out / ".gitignore").read_text().splitlines() == [f"/{w}/" for w in WORKING]
+    # a resumed run keeps the first start
+    again = register(path, out, "full")
+    assert again["started"] == record["started"] and read_registration(out) == again
+
+
+def test_edited_late_or_uncommitted_study_files_are_not_preregistered(repo, tmp_path):
+    path = commit(repo, STUDY, datetime.now(timezone.utc) - timedelta(hours=1))
+    path.write_text(STUDY + "# changed after the commit\n")
+    record = register(path, tmp_path / "edited", "full")
+    assert preregistered(record, sha256(path)) == (
+        False, "the study file as run differs from its last commit"
+    )  # fmt: skip
+
+    late = commit(
+        repo, STUDY + "# a later commit\n", datetime.now(timezone.utc) + timedelta(hours=1)
+    )
+    record = register(late, tmp_path / "late", "full")
+    assert preregistered(record, sha256(late))[1] == (
+        "the study file's last commit is later than the run's start"
+    )
+
+    loose = tmp_path / "loose.toml"
+    loose.write_text(STUDY)
+    record = register(loose, tmp_path / "loose", "full")
+    assert record["commit"] is None
+    assert not preregistered(record, sha256(loose))[0]
+
+    path = commit(repo, STUDY, datetime.now(timezone.utc) - timedelta(hours=1))
+    smoke = register(path, tmp_path / "smoke", "smoke")
+    assert preregistered(smoke, sha256(path)) == (
+        False, "scale smoke: only full-scale runs are registered results"
+    )  # fmt: skip
+    full = register(path, tmp_path / "given", "full")
+    assert preregistered(full, "0" * 64) == (False, "the study file given differs from the one run")
+    assert preregistered(None, sha256(path))[0] is False
+
+
+def test_evidence_holds_no_machine_path(tmp_path):
+    root = tmp_path / "study"
+    value = {
+        "out": f"{root}/checkpoints/grpo-1/model",
+        "model": f"hf:{root}/checkpoints/sft-2/model",
+        "data": "/home/someone/shared/data",
+        "spec": "helper=hf:/x/y/helper,main=hf:/x/y/main",
+        "plain": ["embedded", 3, None],
+    }
+    assert portable(value, root) == {
+        "out": "checkpoints/grpo-1/model",
+        "model": "hf:checkpoints/sft-2/model",
+        "data": "data",
+        "spec": "helper=hf:helper,main=hf:main",
+        "plain": ["embedded", 3, None],
+    }
+
+
+def committed_folders() -> list[Path]:
+    return sorted(p.parent for p in (ROOT / "docs" / "studies").glob("*/" + STUDY_FILE))
+
+
+@pytest.mark.parametrize("folder", committed_folders(), ids=lambda p: p.name)
+def test_committed_study_folders_rewrite_their_reports_byte_for_byte(folder, tmp_path, data_dir):
+    """`corebench study FOLDER/study.toml --out COPY --report-only` on a copy without runs or
+    checkpoints: the same report.md, byte for byte, and no machine path in it."""
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    (copy / "report.md").unlink()
+    scale = json.loads((folder / "registration.json").read_text())["scale"]
+    done = subprocess.run(
+        [*CLI, "study", str(copy / STUDY_FILE), "--scale", scale, "--out", str(copy),
+         "--report-only", "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rewritten = (copy / "report.md").read_bytes()
+    assert rewritten == (folder / "report.md").read_bytes()
+    assert str(tmp_path).encode() not in rewritten and str(ROOT).encode() not in rewritten
