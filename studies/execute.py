@@ -98,7 +98,7 @@ def run_study(
                     else {}
                 ),
             )
-            label = step.name + ("" if seed is None else f" seed {seed}")
+            label = step.name + (f" seed {seed}" if study.seeded_step(step.name) else "")
             done = finished_checkpoints(settings)
             if done is None:
                 say(f"train {label} ({step.method}) -> {out}")
@@ -108,7 +108,8 @@ def run_study(
             else:
                 say(f"train {label}: done ({out})")
             checkpoints[step.name] = done
-            evidence.export_training(layout.root, step.name, seed, done)
+            step_seed = seed if study.seeded_step(step.name) else None
+            evidence.export_training(layout.root, step.name, step_seed, done)
         for run in seeded.runs:
             row_seed = seed if study.seeded(run) else None
             if row_seed is None and run.name in done_once:

@@ -330,13 +330,19 @@ def build_report(study: Study, root: Path, study_file: Path) -> Report:
                 rows.append(row_from_evidence(study, run.name, seed, data))
     if missing:
         raise CorebenchError(f"not run yet: {', '.join(missing)} (run without --report-only)")
-    training = []
+    training, seen = [], set()
     for seed, seeded in seeded_studies(study):
         for step in seeded.train:
-            logged = evidence.read_training(root, step.name, seed) or {}
+            step_seed = seed if study.seeded_step(step.name) else None
+            if (step.name, step_seed) in seen:
+                continue
+            seen.add((step.name, step_seed))
+            logged = evidence.read_training(root, step.name, step_seed) or {}
             for role in step_roles(step):
                 if role in logged:
-                    training.append({"step": step.name, "seed": seed, "role": role, **logged[role]})
+                    training.append(
+                        {"step": step.name, "seed": step_seed, "role": role, **logged[role]}
+                    )
     return report_of(study, rows, training, evidence.read_registration(root),
                      evidence.sha256(study_file))  # fmt: skip
 
@@ -463,7 +469,7 @@ def training_table(logged: list[dict[str, Any]]) -> tuple[str, list[str], list[l
              _pct(d.get("groups_with_variance", math.nan)) if d else "–",
              _num(d.get("mean_abs_advantage", math.nan), 3) if d else "–",
              _num(d.get("grad_norm_median", math.nan), 3) if d else "–",
-             _first_last(m.get("validation_curve")),
+             _first_last(d.get("validation_curve")),
              _first_last(m.get("loss_curve"), "loss")]
         )  # fmt: skip
     return "Training (what each checkpoint's training logged)", header, lines

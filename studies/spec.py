@@ -171,6 +171,11 @@ class TrainStep(Options):
     name: str
     method: str
     settings: dict[str, Any] = {}
+    seeded: bool = Field(
+        True,
+        description="trained once per study seed; false: once, shared by every seed (a cold "
+        "start the seeded steps begin from)",
+    )
 
 
 class RunEntry(RunSettings):
@@ -205,19 +210,36 @@ class Study(Options):
     gains: list[Gain]
     compares: list[Compare] = []
 
+    def seeded_step(self, name: str) -> bool:
+        """Whether a training step is trained once per seed: the study has seeds, and the step
+        is seeded itself or starts from a seeded step."""
+        if not self.header.seeds:
+            return False
+        step = next(t for t in self.train if t.name == name)
+        if step.seeded:
+            return True
+        used = [m["step"] for v in step.settings.values() if isinstance(v, str)
+                for m in REFERENCE.finditer(self.base(v))]  # fmt: skip
+        return any(self.seeded_step(u) for u in used)
+
     def seeded(self, run: RunEntry) -> bool:
-        """Whether a row is run once per seed: the study has seeds and the row uses a trained
-        checkpoint or samples (temperature > 0); a greedy row of an untrained model is run once."""
-        return bool(self.header.seeds) and (
-            REFERENCE.search(run.model) is not None or run.temperature > 0
-        )
+        """Whether a row is run once per seed: the study has seeds and the row uses a seeded
+        step's checkpoint or samples (temperature > 0); a greedy row of an untrained model, or
+        of steps trained once, is run once."""
+        if not self.header.seeds:
+            return False
+        steps = [m["step"] for m in REFERENCE.finditer(run.model)]
+        return run.temperature > 0 or any(self.seeded_step(s) for s in steps)
 
     def for_seed(self, seed: int) -> Study:
-        """The study as run for one seed: every training step with ``seed = SEED``, every seeded
-        row with ``seed = SEED`` (its checkpoints those of the same seed); other rows as they
-        are."""
+        """The study as run for one seed: every seeded training step with ``seed = SEED``, every
+        seeded row with ``seed = SEED`` (its checkpoints those of the same seed); other steps and
+        rows as they are."""
         steps = [
-            t.model_copy(update={"settings": {**t.settings, "seed": seed}}) for t in self.train
+            t.model_copy(update={"settings": {**t.settings, "seed": seed}})
+            if self.seeded_step(t.name)
+            else t
+            for t in self.train
         ]
         runs = [r.model_copy(update={"seed": seed}) if self.seeded(r) else r for r in self.runs]
         return self.model_copy(update={"train": steps, "runs": runs})

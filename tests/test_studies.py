@@ -162,8 +162,10 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     registration = json.loads((out / "registration.json").read_text())
     assert registration["commit"] is None  # tmp_path is no repository: not pre-registered
     for exported in out.rglob("*"):
-        if exported.is_file() and not exported.is_relative_to(out / "runs") and not (
-            exported.is_relative_to(out / "checkpoints")
+        if (
+            exported.is_file()
+            and not exported.is_relative_to(out / "runs")
+            and not (exported.is_relative_to(out / "checkpoints"))
         ):
             assert str(tmp_path) not in exported.read_text(), exported
     report = (out / "report.md").read_text()
@@ -214,31 +216,44 @@ def test_shipped_studies_are_valid_at_both_scales(data_dir):
 
 @pytest.mark.model
 def test_the_training_effect_study_runs_at_its_smoke_scale(tmp_path, data_dir):
-    """The two-hour study's steps at seconds scale: SFT, GRPO from it, MAGRPO from it, five rows
-    on three MBPP+ tasks, the planned comparisons Holm-corrected, and what training logged."""
+    """The hours-long study's steps at seconds scale: SFT once, then GRPO, MAGRPO and CoRe-Code
+    from it for each of two seeds, seven rows on three MBPP+ tasks, the planned comparisons
+    pooled over the seeds and Holm-corrected, and what training logged, validation included."""
     path, out = ROOT / "studies" / "training-effect.toml", tmp_path / "out"
     done = study(str(path), "--scale", "smoke", "--out", str(out), "--data-dir", str(data_dir))
     assert done.returncode == 0, done.stderr[-3000:]
-    for step in ("sft", "grpo", "magrpo"):
-        assert f"train {step} ({step})" in done.stderr
+    assert done.stderr.count("train sft (sft)") == 1  # the cold start: once for both seeds
+    for step in ("grpo", "magrpo", "corecode"):
+        for seed in (0, 1):
+            assert f"train {step} seed {seed} ({step})" in done.stderr
     spec = load_study(path, "smoke", default_plugins(), data_dir)
     layout = Layout(out)
-    for run in spec.runs:
-        with sqlite3.connect(layout.run_dir(spec, run) / "results.sqlite") as db:
-            assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
-    grpo = json.loads(
-        (layout.checkpoints(spec, "grpo") / "model" / "corebench_manifest.json").read_text()
-    )
-    assert "checkpoints/sft-" in grpo["base_model"]  # GRPO starts from the SFT checkpoint
-    assert grpo["diagnostics"]["groups"] == 2 and grpo["settings"]["max_completion_length"] == 48
+    for seed in (0, 1):
+        seeded = spec.for_seed(seed)
+        for run in seeded.runs:
+            with sqlite3.connect(layout.run_dir(seeded, run) / "results.sqlite") as db:
+                assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 3
+    grpo = json.loads((out / "training" / "grpo" / "seed-1.json").read_text())["model"]
+    manifest = grpo["manifest"]
+    assert manifest["base_model"].startswith("hf:checkpoints/sft-")  # from the SFT checkpoint
+    assert manifest["settings"]["seed"] == 1 and manifest["settings"]["max_completion_length"] == 48
+    diagnostics = manifest["diagnostics"]
+    assert diagnostics["groups"] == 1 and len(diagnostics["validation_curve"]) == 2  # steps 0, 1
+    assert diagnostics["timing"]["steps"] == 1 and grpo["logs"]["validation"]
+    assert len(manifest["data"]["validation_tasks"]) == 2
     report = (out / "report.md").read_text()
-    for compared in ("SFT (direct) − Base model (direct)", "SFT then GRPO (direct) − SFT (direct)",
-                     "MAGRPO pair (from SFT) − SFT checkpoint as a helper/main pair"):  # fmt: skip
-        assert f"| {compared} | 3 |" in report
-        assert f"| {compared} (test pass rate) | 3 |" in report
-    assert report.count(" | exact McNemar | ") == 3  # only the planned comparisons
-    assert "## Training" in report and "| sft | sft | model | 1 |" in report
-    assert "| magrpo | magrpo | main | 1 |" in report
+    for compared in ("SFT then GRPO (direct) − SFT (direct)",
+                     "MAGRPO pair (from SFT) − SFT checkpoint as a helper/main pair",
+                     "CoRe-Code planner and coder (from SFT) − SFT checkpoint as CoRe-Code's "
+                     "planner and coder"):  # fmt: skip
+        assert f"| {compared} | pass@1 (primary) | 3 |" in report
+        assert f"| {compared} | test_pass_rate (secondary) | 3 |" in report
+    assert report.count("crossed random effects (2 seeds × 3 tasks)") == 6
+    assert "| SFT (direct) − Base model (direct) | pass@1 (primary) | 3 |" in report
+    assert "## Training" in report and "| sft | – | sft | model | 1 |" in report
+    assert "| magrpo | 1 | magrpo | main | 1 |" in report
+    assert "| corecode | 0 | corecode | planner |" in report
+    assert "Pre-registered: **no** (scale smoke" in report
 
 
 KILLED = """

@@ -380,3 +380,101 @@ def test_training_generates_as_much_as_the_evaluation_unless_set(tmp_path, data_
     scale = text.replace("save_steps = 1", "save_steps = 1, max_completion_length = 24")
     study = load_study(write(tmp_path, scale), "smoke", default_plugins(), data_dir)
     assert study.train[0].settings["max_completion_length"] == 24
+
+
+SEEDED = """
+[study]
+name = "seeded"
+benchmark = "mbpp"
+tasks = ["Mbpp/2", "Mbpp/3"]
+max_new_tokens = 64
+primary = "pass@1"
+secondary = ["test_pass_rate"]
+seeds = [0, 1, 2]
+
+[[train]]
+name = "sft"
+method = "sft"
+seeded = false
+settings = { steps = 1, sft_roles = ["model"], eval_benchmarks = ["mbpp"] }
+
+[[train]]
+name = "grpo"
+method = "grpo"
+settings = { model = "@sft", steps = 1, num_generations = 2, eval_benchmarks = ["mbpp"] }
+
+[[train]]
+name = "again"
+method = "sft"
+seeded = false  # starts from a seeded step: seeded all the same
+settings = { model = "@grpo", steps = 1, sft_roles = ["model"], eval_benchmarks = ["mbpp"] }
+
+[[run]]
+name = "base"
+system = "direct"
+
+[[run]]
+name = "sft"
+system = "direct"
+model = "@sft"
+
+[[run]]
+name = "grpo"
+system = "direct"
+model = "@grpo"
+
+[[run]]
+name = "sampled"
+system = "direct"
+temperature = 0.8
+
+[[compare]]
+row = "grpo"
+against = "sft"
+"""
+
+
+def test_seeds_reach_seeded_steps_and_the_rows_that_use_them(tmp_path, data_dir):
+    study = load_study(write(tmp_path, SEEDED), data_dir=data_dir)
+    assert study.header.metrics == ["pass@1", "test_pass_rate"]
+    assert {t.name: study.seeded_step(t.name) for t in study.train} == {
+        "sft": False, "grpo": True, "again": True
+    }  # fmt: skip
+    assert {r.name: study.seeds_of(r) for r in study.runs} == {
+        "base": [None], "sft": [None], "grpo": [0, 1, 2], "sampled": [0, 1, 2]
+    }  # fmt: skip
+    one, two = study.for_seed(1), study.for_seed(2)
+    steps = {t.name: t for t in one.train}
+    assert "seed" not in steps["sft"].settings and steps["grpo"].settings["seed"] == 1
+    # the cold start keeps its key (trained once); seeded steps and rows get one per seed
+    assert (
+        one.train_key(one.train[0])
+        == two.train_key(two.train[0])
+        == study.train_key(study.train[0])
+    )
+    assert one.train_key(one.train[1]) != two.train_key(two.train[1])
+    runs = {
+        r.name: (one.run_key(r), two.run_key(s)) for r, s in zip(one.runs, two.runs, strict=True)
+    }
+    assert runs["base"][0] == runs["base"][1] and runs["sft"][0] == runs["sft"][1]
+    assert runs["grpo"][0] != runs["grpo"][1] and runs["sampled"][0] != runs["sampled"][1]
+    assert [r.seed for r in one.runs] == [0, 0, 1, 1]  # unseeded rows keep the study's seed
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            'secondary = ["test_pass_rate"]',
+            'secondary = ["pass@1"]',
+            "pass@1 is the primary metric",
+        ),
+        ("seeds = [0, 1, 2]", "seeds = [0, 0]", "seeds lists a seed twice"),
+        ('primary = "pass@1"', 'primary = "pass@2"', "key primary: input should be"),
+        ("seeded = false", 'seeded = "no"', "key seeded: input should be a valid boolean"),
+    ],
+)
+def test_metric_and_seed_mistakes_are_one_line(tmp_path, data_dir, old, new, message):
+    with pytest.raises(CorebenchError, match=re.escape(message)) as raised:
+        load_study(write(tmp_path, SEEDED.replace(old, new)), data_dir=data_dir)
+    assert len(str(raised.value).splitlines()) == 1

@@ -116,7 +116,7 @@ def test_rewards_come_from_the_sandbox(tmp_path):
     ]
 
 
-def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
+def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower_and_shape_alone_zero():
     from corebench.plugins.systems.helper_main import HelperMain
 
     helper = "def aux(x):\n    return x + x\n"
@@ -127,6 +127,7 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
         "ignores aux": "def double(x):\n    return 2 * x\n",
         "own aux": "def double(x):\n    def aux(v):\n        return 2 * v\n    return aux(x)\n",
         "wrong": "def double(x):\n    return aux(x) + 1\n",
+        "two of three": "def double(x):\n    return aux(x) if x >= 0 else 0\n",
     }
     task = train_task("double", TESTS)
     programs = {name: HelperMain.program(helper, main) for name, main in mains.items()}
@@ -143,11 +144,14 @@ def test_magrpo_authors_reward_scores_a_pair_that_ignores_aux_lower():
             "drops aux's value": 4.5,
             "ignores aux": 3.5,
             "own aux": 0.0,
-            "wrong": 1.5,
+            # until every test passes, only the share passed counts: no reward for shape alone
+            "wrong": 0.0,
+            "two of three": pytest.approx(2 / 3),
         }
     )
     # the simple reward cannot tell a collaborating pair from one agent doing the work
     assert simple["uses aux"] == simple["ignores aux"] == simple["own aux"] == pytest.approx(0.8)
+    assert simple["wrong"] == pytest.approx(0.5)  # parses and runs: the class reward pays shape
     assert not pair_shape("def aux(x):\n    pass\n", mains["uses aux"], "double").aux_defined
 
 
@@ -404,6 +408,8 @@ EFFECT = [
     "max_completion_length=96",
     "save_steps=1",
     "learning_rate=1e-5",
+    "validation_tasks=2",
+    "validation_every=1",
 ]
 
 
@@ -471,8 +477,13 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         assert manifest["method"] == method and manifest["role"] == role
         assert manifest["data"]["source"] == "mbpp:train" and manifest["data"]["tasks"] == 2
         assert (path / "config.json").exists()
+        assert len(manifest["data"]["validation_tasks"]) == 2
         if method != "sft":
             assert manifest["reward_curve"] and manifest["steps"] == 1
+            # validated before the step and after it, on the held-out tasks; the step timed
+            found = manifest["diagnostics"]
+            assert [p["step"] for p in found["validation_curve"]] == [0, 1], found
+            assert found["timing"]["steps"] == 1 and found["timing"]["generation_s"] > 0
         else:
             assert manifest["loss_curve"]
     config = RunConfig(

@@ -182,3 +182,28 @@ def test_a_sample_does_not_depend_on_the_batch_it_was_drawn_in(float32_backend):
     assert in_batch[1].text == alone == reordered[0].text
     other_seed = float32_backend.generate_batch([sampled(PROMPTS[0], 8)])[0].text
     assert other_seed != alone  # it does sample: another seed, another text
+
+
+def test_rows_sharing_a_prompt_are_prefilled_once_and_decode_as_if_alone(float32_backend):
+    """A trainer's group repeats one prompt: the engine prefills it once and hands its keys
+    and values to every row; greedy rows then equal the prompt decoded alone, and sampled rows
+    equal the same seeds drawn one at a time."""
+    engine = float32_backend.engine
+    tok = float32_backend._tokenizer
+    chats = [
+        tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                tokenize=False)
+        for p in PROMPTS[:2]
+    ]  # fmt: skip
+    ids = [tok(c, add_special_tokens=False)["input_ids"] for c in chats]
+    alone = engine.complete([ids[0]], max_new_tokens=12)
+    before = engine.stats.prefill_tokens
+    grouped = engine.complete([ids[0]] * 3 + [ids[1]] * 2, max_new_tokens=12)
+    assert engine.stats.prefill_tokens - before == len(ids[0]) + len(ids[1])  # once each
+    assert grouped[:3] == alone * 3
+    seeds = [11, 12, 13]
+    drawn = engine.complete([ids[0]] * 3, max_new_tokens=12, temperature=1.0, seeds=seeds)
+    one_by_one = [
+        engine.complete([ids[0]], max_new_tokens=12, temperature=1.0, seeds=[s])[0] for s in seeds
+    ]
+    assert drawn == one_by_one and len({tuple(d) for d in drawn}) > 1

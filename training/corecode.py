@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .curriculum import solved_sometimes
 from .data import TrainTask, load_train_data
 from .distributed import is_main_process, wait_for_everyone
 from .grpo import RewardFn, Trained, code_reward, judge, run_grpo
@@ -79,9 +80,10 @@ def _phase(settings: TrainSettings, out: Path, **grpo: Any) -> Trained:
 
 
 def train_corecode(settings: TrainSettings) -> dict[str, Path]:
-    data = load_train_data(settings)
     planner = local_checkpoint(settings.planner_model or settings.model)
     coder = local_checkpoint(settings.coder_model or settings.model)
+    # the filter asks the coder's start checkpoint (the one that writes code) directly
+    data = solved_sometimes(coder, load_train_data(settings), settings)
     out = Path(settings.out)
     curves: dict[str, list[dict[str, float]]] = {"planner": [], "coder": []}
     steps = {"planner": 0, "coder": 0}
@@ -94,10 +96,11 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
         if done is None:
             frozen = FrozenModel(coder, settings.max_completion_length)
             try:
-                rows = [{"prompt": planner_prompt(t), "task": t} for t in data.tasks]
+                rows, held = ([{"prompt": planner_prompt(t), "task": t} for t in tasks]
+                              for tasks in (data.tasks, data.validation))  # fmt: skip
                 done = _phase(
                     settings, phase / "planner", model_path=planner, rows=rows,
-                    reward=planner_reward(settings, frozen),
+                    reward=planner_reward(settings, frozen), validation_rows=held,
                 )  # fmt: skip
             finally:
                 frozen.close()
@@ -109,17 +112,19 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
         done = _phase_done(phase / "coder")
         if done is None:
             frozen = FrozenModel(planner, settings.max_completion_length)
+            everything = data.tasks + data.validation
             try:
-                plans = frozen.answer([planner_prompt(t) for t in data.tasks])
+                plans = frozen.answer([planner_prompt(t) for t in everything])
             finally:
                 frozen.close()
-            rows = [
+            planned = [
                 {"prompt": coder_prompt(t, p.strip()), "task": t}
-                for t, p in zip(data.tasks, plans, strict=True)
+                for t, p in zip(everything, plans, strict=True)
             ]
             done = _phase(
-                settings, phase / "coder", model_path=coder, rows=rows,
+                settings, phase / "coder", model_path=coder, rows=planned[: len(data.tasks)],
                 reward=code_reward(settings, memory_score),
+                validation_rows=planned[len(data.tasks) :],
             )  # fmt: skip
         coder = done.model
         curves["coder"] += done.curve

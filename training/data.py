@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from corebench.harness.errors import CorebenchError
@@ -37,6 +38,8 @@ class TrainData:
     tasks: list[TrainTask]
     overlaps: list[Flag]  # near duplicates of evaluation tasks (dropped unless allowed)
     source: str  # benchmark and split
+    validation: list[TrainTask] = field(default_factory=list)  # held out of ``tasks``
+    filtered: dict[str, int] = field(default_factory=dict)  # curriculum.solved_sometimes's
 
 
 def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> TrainData:
@@ -71,11 +74,31 @@ def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> 
     if settings.exclude_overlaps and not settings.allow_overlap:
         dropped = {o.train_id for o in overlaps}
         train = [t for t in train if t.task.task_id not in dropped]
+    train, validation = hold_out(train, settings.validation_tasks)
     if settings.tasks_limit:
         train = train[: settings.tasks_limit]
     if not train:
         raise CorebenchError("no training tasks left after the contamination check")
-    return TrainData(train, overlaps, f"{settings.benchmark}:train")
+    return TrainData(train, overlaps, f"{settings.benchmark}:train", validation)
+
+
+VALIDATION_SEED = 0  # the held-out slice is the same for every training seed
+
+
+def hold_out(tasks: list[TrainTask], count: int) -> tuple[list[TrainTask], list[TrainTask]]:
+    """(training tasks, ``count`` validation tasks): a fixed random sample of the tasks (drawn
+    with ``VALIDATION_SEED``, whatever the training seed), both in their original order."""
+    if count <= 0:
+        return tasks, []
+    if count >= len(tasks):
+        raise CorebenchError(
+            f"validation_tasks = {count} leaves no training tasks (there are {len(tasks)})"
+        )
+    held = set(random.Random(VALIDATION_SEED).sample(range(len(tasks)), count))
+    return (
+        [t for i, t in enumerate(tasks) if i not in held],
+        [t for i, t in enumerate(tasks) if i in held],
+    )
 
 
 def thresholds(settings: TrainSettings) -> Thresholds:

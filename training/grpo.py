@@ -8,18 +8,22 @@ with exactly what it learned (``grpo`` -> system ``direct``, ``pta`` -> system `
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from corebench.harness.records import Measurement
 
-from .data import TrainData, TrainTask, load_train_data
+from .curriculum import solved_sometimes
+from .data import TrainTask, load_train_data
 from .diagnostics import diagnose
 from .distributed import is_main_process, wait_for_everyone, world_size
 from .manifest import write_manifest
 from .models import FrozenModel, local_checkpoint
+from .progress import StepClock, StepLog, timing_summary, validation_curve
 from .rewards import RewardLog, TestRun, correctness, measure_passing, run_tests
+from .rollouts import ROLLOUT_BATCH
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
 
@@ -43,6 +47,8 @@ def grpo_config(settings: TrainSettings, output_dir: Path):
         beta=settings.beta,
         loss_type=settings.loss_type,
         temperature=settings.temperature,
+        top_p=settings.top_p,
+        max_grad_norm=settings.max_grad_norm,
         gradient_checkpointing=settings.gradient_checkpointing,
         logging_steps=1,
         save_strategy="steps",
@@ -58,10 +64,108 @@ def grpo_config(settings: TrainSettings, output_dir: Path):
     )
 
 
+def engine_rollouts(settings: TrainSettings) -> bool:
+    """Whether rollouts go through corebench's decode engine: on the CPU, unless TRL's own
+    path is asked for (``rollouts = "trl"``); vLLM's when ``use_vllm``."""
+    return settings.use_cpu and not settings.use_vllm and settings.rollouts == "engine"
+
+
+def trainer_class():
+    """TRL's GRPOTrainer with corebench's rollouts, DAPO's dropping of tied groups, and a clock
+    on generation (built on first use: importing TRL takes seconds)."""
+    from trl import GRPOTrainer
+
+    from .rollouts import row_seed
+
+    class CorebenchGRPOTrainer(GRPOTrainer):
+        rollouts = None  # a Rollouts over the policy, or None for TRL's own generation
+        clock: StepClock | None = None
+        drop_tied_groups = True
+        _calls = (-1, 0)  # (step, rollout batches generated in it)
+
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                  has_tool_images=False):  # fmt: skip
+            started = time.perf_counter()
+            try:
+                if self.rollouts is None or images is not None:
+                    completions, logprobs = super()._generate_single_turn(
+                        prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+                    )
+                    if self.clock is not None:
+                        self.clock.generated(completions)
+                    return completions, logprobs
+                step = self.state.global_step
+                call = self._calls[1] + 1 if self._calls[0] == step else 0
+                self._calls = (step, call)
+                seeds = [row_seed(self.args.seed, step, call, i) for i in range(len(prompt_ids))]
+                completions = self.rollouts.sample(
+                    prompt_ids, max_new_tokens=self.max_completion_length,
+                    temperature=self.temperature, top_p=self.top_p, seeds=seeds,
+                )  # fmt: skip
+                if self.clock is not None:
+                    self.clock.generated(completions)
+                return completions, None
+            finally:
+                if self.clock is not None:
+                    self.clock.add("generation", time.perf_counter() - started)
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            if self.drop_tied_groups and drop_tied(out, self.num_generations):
+                # the loss divides by the tokens of every process, as TRL counts them
+                out["num_items_in_batch"] = self.accelerator.gather(
+                    out["completion_mask"].sum()
+                ).sum()
+            return out
+
+    return CorebenchGRPOTrainer
+
+
+def drop_tied(batch: dict[str, Any], group: int) -> int:
+    """Leave the groups whose advantages are all zero (their rewards tied) out of the loss:
+    their completion masks zeroed and the token count the loss divides by recounted (this
+    process's; the trainer gathers every process's). Returns how many groups were dropped."""
+    advantages = batch["advantages"].view(-1, group)
+    tied = (advantages == 0).all(dim=1)
+    if not bool(tied.any()):
+        return 0
+    rows = tied.repeat_interleave(group)
+    batch["completion_mask"] = batch["completion_mask"] * (~rows).unsqueeze(1).to(
+        batch["completion_mask"].dtype
+    )
+    batch["num_items_in_batch"] = batch["completion_mask"].sum()
+    return int(tied.sum())
+
+
+def step_callbacks(clock: StepClock, validate: Callable[[int], None] | None, every: int):
+    """A transformers callback that times each step and validates every ``every`` steps (from
+    step 0, before any update) and at the end."""
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        validated = -1
+
+        def _validate(self, step: int) -> None:
+            if validate is not None and step != self.validated:
+                self.validated = step
+                validate(step)
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step % every == 0:
+                self._validate(state.global_step)
+            clock.begin()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            clock.end(state.global_step)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self._validate(state.global_step)
+
+    return Steps()
+
+
 def time_limit(seconds: float):
     """A TRL/transformers callback that ends training cleanly once ``seconds`` have passed."""
-    import time
-
     from transformers import TrainerCallback
 
     class TimeLimit(TrainerCallback):
@@ -85,13 +189,54 @@ def last_checkpoint(output_dir: Path) -> Path | None:
 
 
 class Trained(NamedTuple):
-    """What a GRPO run leaves: the model, its reward curve, the steps done, and what its rewards
-    and gradients say about whether it could learn (``diagnostics.diagnose``)."""
+    """What a GRPO run leaves: the model, its reward curve, the steps done, and what its rewards,
+    gradients, validation and clock say about whether and how fast it learned
+    (``diagnostics.diagnose``, ``progress``)."""
 
     model: Path
     curve: list[dict[str, float]]
     steps: int
     diagnostics: dict[str, Any]
+
+
+def greedy_texts(
+    trainer: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int
+) -> list[str]:
+    """Greedy completions of chat prompts from the trainer's current policy: through its
+    rollouts where it has them, else ``generate`` in batches."""
+    import torch
+
+    chats = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False
+        )
+        for p in prompts
+    ]
+    ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in chats]
+    if trainer.rollouts is not None:
+        outs = trainer.rollouts.sample(ids, max_new_tokens=max_new_tokens, temperature=0.0)
+    else:
+        model, outs = trainer.accelerator.unwrap_model(trainer.model), []
+        was_training = model.training
+        model.eval()
+        side = tokenizer.padding_side
+        tokenizer.padding_side = "left"
+        try:
+            for start in range(0, len(chats), ROLLOUT_BATCH):
+                batch = tokenizer(
+                    chats[start : start + ROLLOUT_BATCH], return_tensors="pt", padding=True,
+                    add_special_tokens=False,
+                ).to(model.device)  # fmt: skip
+                with torch.no_grad():
+                    out = model.generate(
+                        **batch, max_new_tokens=max_new_tokens, do_sample=False,
+                        pad_token_id=tokenizer.pad_token_id,
+                    )  # fmt: skip
+                outs += out[:, batch["input_ids"].shape[1] :].tolist()
+        finally:
+            tokenizer.padding_side = side
+            model.train(was_training)
+    return [tokenizer.decode(o, skip_special_tokens=True) for o in outs]
 
 
 def run_grpo(
@@ -101,14 +246,18 @@ def run_grpo(
     rows: list[dict[str, Any]],
     reward: RewardFn,
     out: Path,
+    validation_rows: list[dict[str, Any]] = (),
 ) -> Trained:
-    """Train ``model_path`` on ``rows`` (each with a ``prompt`` string) with ``reward``.
+    """Train ``model_path`` on ``rows`` (each with a ``prompt`` string) with ``reward``; every
+    ``validation_every`` steps, the mean ``reward`` of greedy completions of
+    ``validation_rows`` is logged.
 
     Resumes from the last checkpoint in ``out/trainer``; saves the final model to ``out/model``.
     """
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOTrainer
+
+    from .rollouts import Rollouts
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     trainer_dir = out / "trainer"
@@ -116,8 +265,11 @@ def run_grpo(
     group = settings.num_generations * settings.prompts_per_step * world_size()
     log = RewardLog(out / "rewards.txt", group)
     resume = last_checkpoint(trainer_dir)
+    resumed = int(resume.name.split("-")[-1]) if resume else 0
     # steps after the checkpoint are done again: drop their rewards (all of them, from scratch)
-    log.keep(int(resume.name.split("-")[-1]) * group if resume else 0)
+    log.keep(resumed * group)
+    clock = StepClock(out / "timing.txt", resumed)
+    validation = StepLog(out / "validation.txt", resumed)
     dataset = Dataset.from_list(
         [
             {"prompt": [{"role": "user", "content": r["prompt"]}], "row": i}
@@ -127,7 +279,7 @@ def run_grpo(
 
     def reward_func(completions, row, **_: Any) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        values = reward(texts, [rows[i] for i in row])
+        values = clock.timed("reward", lambda: reward(texts, [rows[i] for i in row]))
         log.add(values)
         return values
 
@@ -136,15 +288,36 @@ def run_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
-    trainer = GRPOTrainer(
+    trainer: Any = None
+
+    def validate(step: int) -> None:
+        texts = greedy_texts(
+            trainer, tokenizer, [r["prompt"] for r in validation_rows],
+            settings.max_completion_length,
+        )  # fmt: skip
+        values = reward(texts, list(validation_rows))
+        validation.add(step, sum(values) / len(values))
+
+    callbacks = [step_callbacks(clock, validate if validation_rows else None,
+                                settings.validation_every)]  # fmt: skip
+    if settings.max_time_s:
+        callbacks.append(time_limit(settings.max_time_s))
+    trainer = trainer_class()(
         model=model,
         reward_funcs=[reward_func],
         args=grpo_config(settings, trainer_dir),
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[time_limit(settings.max_time_s)] if settings.max_time_s else None,
+        callbacks=callbacks,
     )
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
+    if engine_rollouts(settings):
+        trainer.rollouts = Rollouts(trainer.model, tokenizer)
+    try:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    finally:
+        if trainer.rollouts is not None:
+            trainer.rollouts.close()
     final = out / "model"
     trainer.save_model(str(final))  # the main process only (transformers' should_save)
     if is_main_process():
@@ -152,13 +325,15 @@ def run_grpo(
     wait_for_everyone()  # the others may load the checkpoint next (a CoRe-Code phase)
     norms = [e["grad_norm"] for e in trainer.state.log_history if "grad_norm" in e]
     found = diagnose(log.rewards, settings.num_generations, group, norms)
+    found["timing"] = timing_summary(clock.log.rows())
+    found["validation_curve"] = validation_curve(validation.rows())
     return Trained(final, log.curve(), int(trainer.state.global_step), found)
 
 
-def code_rows(data: TrainData, system_name: str) -> list[dict[str, Any]]:
-    """One row per training task, the prompt the system gives its one role."""
+def code_rows(tasks: list[TrainTask], system_name: str) -> list[dict[str, Any]]:
+    """One row per task, the prompt the system gives its one role."""
     prompt = system(system_name).role_prompt
-    return [{"prompt": prompt("model", t.task), "task": t} for t in data.tasks]
+    return [{"prompt": prompt("model", t.task), "task": t} for t in tasks]
 
 
 def judge(
@@ -223,8 +398,8 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
 
 def train_grpo(settings: TrainSettings) -> dict[str, Path]:
     """``grpo`` (system ``direct``) or ``pta`` (system ``cot``): one checkpoint, role ``model``."""
-    data = load_train_data(settings)
     base = local_checkpoint(settings.model)
+    data = solved_sometimes(base, load_train_data(settings), settings)
     out = Path(settings.out)
     coder = None
     if settings.method == "pta":
@@ -232,9 +407,12 @@ def train_grpo(settings: TrainSettings) -> dict[str, Path]:
         reward = pta_reward(settings, coder)
     else:
         reward = code_reward(settings)
-    rows = code_rows(data, EVALUATE_WITH[settings.method])
+    evaluated = EVALUATE_WITH[settings.method]
     try:
-        trained = run_grpo(settings, model_path=base, rows=rows, reward=reward, out=out)
+        trained = run_grpo(
+            settings, model_path=base, rows=code_rows(data.tasks, evaluated), reward=reward,
+            out=out, validation_rows=code_rows(data.validation, evaluated),
+        )  # fmt: skip
     finally:
         if coder is not None:
             coder.close()
@@ -247,9 +425,6 @@ def train_grpo(settings: TrainSettings) -> dict[str, Path]:
             data=data,
             steps=trained.steps,
             reward_curve=trained.curve,
-            extra={
-                "evaluate_with": EVALUATE_WITH[settings.method],
-                "diagnostics": trained.diagnostics,
-            },
+            extra={"evaluate_with": evaluated, "diagnostics": trained.diagnostics},
         )
     return {"model": trained.model}

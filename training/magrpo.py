@@ -1,14 +1,31 @@
 """MAGRPO with comlrl: a helper agent (``aux``) and a main agent trained jointly with one shared
 reward on their combined program, group-relative advantages, decentralized execution. The reward
-is the MAGRPO authors' structure terms (so main must use ``aux``) with corebench's correctness
-term (``reward = "tests"``), or the class study's (``reward = "class"``: +0.2 parses, +0.3 runs,
-+0.1 per passed base test). The prompts are the ``helper-main`` system's (parallel mode).
+is corebench's correctness term with the MAGRPO authors' structure and collaboration terms once
+every test passes (``reward = "tests"``, ``rewards.authors_pair_reward``), or the class study's
+(``reward = "class"``: +0.2 parses, +0.3 runs, +0.1 per passed base test). The prompts are the
+``helper-main`` system's (parallel mode).
+
+comlrl's trainer is used with four of its steps replaced (``corebench_trainer``):
+
+- **rollouts** through corebench's decode engine on the CPU (``rollouts.py``: a bfloat16 copy of
+  each agent, continuous batching, a seeded generator per completion), each completion cut at
+  its end of sequence token;
+- **the loss**: comlrl sums each completion's token log-probabilities, padding after the end of
+  sequence included, times its advantage. Summed over a few hundred tokens, the gradient is a
+  few hundred times a token's, which is why the training-effect study's MAGRPO steps had a
+  median gradient norm of 259 (TRL's GRPO: 0.77). Here, as in TRL's ``dapo`` loss, the
+  advantage-weighted log-probabilities of the real completion tokens are divided by their
+  count, computed in one forward pass per group;
+- **gradient clipping** at ``max_grad_norm`` (comlrl clips nothing), in the optimizer's pre-step
+  hook that also logs each update's norm before clipping;
+- **tied groups** (every completion rewarded alike, advantages zero) are left out of the update,
+  as DAPO drops them; an update with none left is skipped.
 
 Resuming: comlrl checkpoints a trainer (both agents, their optimizers, random states) at the end
-of an epoch only, so the ``steps`` items are split into epochs of ``save_steps`` items
-(``Chunked``); after a kill, the same command resumes from the last epoch saved in
-``trainer-state/`` and keeps the rewards logged up to it. comlrl trains in one process (one
-device per agent): under a multi-process launch it is refused.
+of an epoch only, so the ``steps`` items are split into epochs of ``save_steps`` items; after a
+kill, the same command resumes from the last epoch saved in ``trainer-state/`` and keeps the
+rewards logged up to it. comlrl trains in one process (one device per agent): under a
+multi-process launch it is refused.
 """
 
 from __future__ import annotations
@@ -16,17 +33,20 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import extract_code
 
-from .data import load_train_data
+from .curriculum import solved_sometimes
+from .data import TrainTask, load_train_data
 from .diagnostics import diagnose
 from .distributed import world_size
 from .manifest import write_manifest
 from .models import local_checkpoint, pad_outside_prompts
+from .progress import StepClock, StepLog, timing_summary, validation_curve
 from .rewards import (
     RewardLog,
     authors_pair_reward,
@@ -35,6 +55,7 @@ from .rewards import (
     pair_shape,
     run_tests,
 )
+from .rollouts import Rollouts, row_seed
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
 
@@ -42,15 +63,22 @@ ROLES = ("helper", "main")
 STATE = "trainer-state"  # comlrl's resumable checkpoints, one per finished epoch (the last kept)
 
 
-def chunked_trainer(base: type) -> type:
-    """comlrl's trainer, its dataset read one chunk of ``chunk`` items per epoch: epoch e trains
-    items [e·chunk, (e+1)·chunk), so a checkpoint at each epoch's end is a point to resume from.
-    ``_on_checkpoint_train_start`` is comlrl's hook for aligning a subclass with the resumed
-    epoch."""
+def corebench_trainer(base: type) -> type:
+    """comlrl's trainer with corebench's rollouts, loss, tied-group dropping and clock (module
+    docstring), its dataset read one chunk of ``chunk`` items per epoch: epoch e trains items
+    [e·chunk, (e+1)·chunk), so a checkpoint at each epoch's end is a point to resume from
+    (``_on_checkpoint_train_start`` is comlrl's hook for aligning a subclass with the resumed
+    epoch)."""
+    import torch
 
-    class Chunked(base):
+    class CorebenchMAGRPO(base):
         chunk = 1
         _epoch = 0
+        rollouts: list[Rollouts] | None = None  # one per agent; None: comlrl's generate
+        clock: StepClock | None = None
+        seed = 0
+        _calls: dict[tuple[int, int], int] = {}  # rollout batches per (step, agent)
+        _clock_step = -1
 
         def _on_checkpoint_train_start(self, start_epoch: int, total_epochs: int) -> None:
             self._epoch = start_epoch
@@ -68,35 +96,133 @@ def chunked_trainer(base: type) -> type:
                 shuffle=False,
             )
 
-    return Chunked
+        def _generate_completions(self, agent, batch_items, agent_idx=0,
+                                  num_return_sequences=1, max_new_tokens=128,
+                                  prompts_override=None, external_prompts=None, **kwargs):  # fmt: skip
+            if self.rollouts is None or self.args.reference_kl_enabled or len(batch_items) != 1:
+                return super()._generate_completions(
+                    agent, batch_items, agent_idx=agent_idx,
+                    num_return_sequences=num_return_sequences, max_new_tokens=max_new_tokens,
+                    prompts_override=prompts_override, external_prompts=external_prompts,
+                    **kwargs,
+                )  # fmt: skip
+            started = time.perf_counter()
+            item = batch_items[0]
+            step = int(item.get("step", 0))
+            if self.clock is not None and step != self._clock_step:  # a step's first rollout
+                self.clock.end(self._clock_step)
+                self.clock.begin()
+                self._clock_step = step
+            if prompts_override is not None:
+                prompt = prompts_override[0]
+            elif external_prompts is None:
+                prompt = self.formatters[agent_idx](item)
+            else:
+                given = external_prompts
+                prompt = self.formatters[agent_idx](
+                    item, external_prompts=given[0] if isinstance(given, (list, tuple)) else given
+                )
+            tokenizer = self.tokenizers[agent_idx]
+            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            calls = {k: v for k, v in self._calls.items() if k[0] == step}
+            call = calls.get((step, agent_idx), -1) + 1
+            calls[(step, agent_idx)] = call
+            self._calls = calls
+            seeds = [row_seed(self.seed, step, agent_idx, call, j)
+                     for j in range(num_return_sequences)]  # fmt: skip
+            completions = self.rollouts[agent_idx].sample(
+                [ids] * num_return_sequences, max_new_tokens=max_new_tokens,
+                temperature=self.args.temperature, top_p=self.args.top_p, seeds=seeds,
+            )  # fmt: skip
+            if self.clock is not None:
+                self.clock.add("generation", time.perf_counter() - started)
+                self.clock.generated(completions)
+            tensors = [torch.tensor(c, dtype=torch.long) for c in completions]
+            return {
+                "prompts": [prompt],
+                "batch_items": batch_items,
+                "prompt_input_ids": torch.tensor([ids], dtype=torch.long),
+                "prompt_attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+                "completions": [
+                    [tokenizer.decode(c, skip_special_tokens=True) for c in completions]
+                ],
+                "completion_input_ids": [tensors],
+                "completion_attention_mask": [[torch.ones(len(t)) for t in tensors]],
+                "response_lens": [len(c) for c in completions],
+                "reference_kls": [],
+            }
+
+        def _compute_loss_with_gradients(self, agent, completions_data, returns):
+            """−Σ_i A_i Σ_t log π(token_it) / Σ_i T_i over the group's real completion tokens
+            (TRL's ``dapo`` normalisation), advantages as comlrl computes them."""
+            device = next(agent.parameters()).device
+            returns_tensor = torch.tensor(returns, dtype=torch.float, device=device)
+            advantages = self._compute_advantages(
+                self._apply_reference_kl_to_returns(returns_tensor, completions_data)
+            )
+            if self.args.advantage_normalization and advantages.numel() > 1:
+                advantages = (advantages - advantages.mean()) / advantages.std(
+                    unbiased=False
+                ).clamp(min=1e-6)
+            prompt = completions_data["prompt_input_ids"][0].to(device)
+            ids = completions_data["completion_input_ids"]
+            completions = [t.to(device) for t in (ids[0] if isinstance(ids[0], list) else ids)]
+            completions = [c for c in completions[: len(advantages)] if len(c)]
+            if not completions:
+                return torch.zeros((), device=device, requires_grad=True)
+            agent.train()
+            return group_loss(agent, prompt, completions, advantages[: len(completions)])
+
+        def _update_from_samples(self, agent_idx, samples):
+            varied = [s for s in samples if len(set(s.returns)) > 1]
+            if varied:
+                super()._update_from_samples(agent_idx, varied)
+
+    return CorebenchMAGRPO
+
+
+def group_loss(agent: Any, prompt: Any, completions: list[Any], advantages: Any) -> Any:
+    """The group's policy-gradient loss, one forward pass: each sequence is the prompt and its
+    completion (right-padded), and token t of completion i is predicted at position
+    len(prompt) + t − 1."""
+    import torch
+
+    lengths = [len(c) for c in completions]
+    width = len(prompt) + max(lengths)
+    pad = 0
+    inputs = torch.full((len(completions), width), pad, dtype=torch.long, device=prompt.device)
+    mask = torch.zeros_like(inputs)
+    for i, c in enumerate(completions):
+        inputs[i, : len(prompt)] = prompt
+        inputs[i, len(prompt) : len(prompt) + len(c)] = c
+        mask[i, : len(prompt) + len(c)] = 1
+    logits = agent(input_ids=inputs, attention_mask=mask, use_cache=False).logits
+    # positions len(prompt) − 1 ... width − 2 predict the completion tokens
+    predicted = logits[:, len(prompt) - 1 : width - 1, :].float()
+    targets = inputs[:, len(prompt) :]
+    token_mask = mask[:, len(prompt) :].float()
+    logps = torch.log_softmax(predicted, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    weighted = (logps * token_mask).sum(dim=1) * advantages.to(logps.dtype)
+    return -weighted.sum() / token_mask.sum().clamp(min=1.0)
 
 
 class GradNorms:
-    """Each optimizer update's gradient norm (both agents), appended to a file with the step it
-    followed; a resumed run keeps those of the steps before its checkpoint."""
+    """Each optimizer update's gradient norm (both agents) before clipping it to ``max_norm``,
+    appended to ``grad_norms.txt`` with the step it followed; a resumed run keeps those of the
+    steps before its checkpoint."""
 
-    def __init__(self, path: Path, keep_before: int):
-        self.path, self.step = path, keep_before
-        lines = path.read_text().splitlines() if path.exists() else []
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{x}\n" for x in lines if int(x.split()[0]) < keep_before))
+    def __init__(self, path: Path, keep_before: int, max_norm: float):
+        self.log, self.step, self.max_norm = StepLog(path, keep_before), keep_before, max_norm
 
     def record(self, optimizer: Any, *_: Any) -> None:
         import torch
 
-        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-        norm = (
-            float(
-                torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(x) for x in grads]))
-            )
-            if grads
-            else 0.0
-        )
-        with open(self.path, "a") as f:
-            f.write(f"{self.step} {norm:.6g}\n")
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_norm)) if params else 0.0
+        self.log.add(self.step, norm)
 
     def values(self) -> list[float]:
-        return [float(x.split()[1]) for x in self.path.read_text().splitlines()]
+        return [row[1] for row in self.log.rows()]
 
 
 def latest_state(folder: Path) -> Path | None:
@@ -108,6 +234,28 @@ def latest_state(folder: Path) -> Path | None:
 def pair_system() -> Any:
     """``helper-main``: the pair is trained on its prompts and judged on its program."""
     return system(EVALUATE_WITH["magrpo"])
+
+
+def pair_rewards(
+    settings: TrainSettings, task: TrainTask, helper: list[str], main: list[str]
+) -> list[float]:
+    """The joint reward of each (helper answer, main answer) on the task's tests."""
+    helpers = [extract_code(text, None).code for text in helper]
+    mains = [task.code_from(text) for text in main]
+    programs = [
+        pair_system().program(h, m) if m.strip() else ""
+        for h, m in zip(helpers, mains, strict=True)
+    ]
+    runs = run_tests([(code, task) for code in programs])
+    if settings.reward == "class":
+        return [
+            class_pair_reward(code, run, settings.tests_rewarded)
+            for code, run in zip(programs, runs, strict=True)
+        ]
+    return [
+        authors_pair_reward(pair_shape(h, m, task.task.entry_point), code, run)
+        for h, m, code, run in zip(helpers, mains, programs, runs, strict=True)
+    ]
 
 
 def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
@@ -122,10 +270,11 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
             "magrpo trains with comlrl, in one process (one device per agent); run `corebench "
             "train magrpo` without a multi-process launcher"
         )
-    data = load_train_data(settings)
     base = local_checkpoint(settings.model)
+    data = solved_sometimes(base, load_train_data(settings), settings)
     out = Path(settings.out)
     tasks = [t for t in data.tasks if t.task.entry_point]  # the pair writes functions
+    held = [t for t in data.validation if t.task.entry_point]
     if not tasks:
         raise CorebenchError(
             f"magrpo trains a helper and a main function; {data.source} has only "
@@ -159,30 +308,38 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     # rewards logged after the checkpoint resumed from are given again: keep those before it
     done = int(resume.name.split("-")[-1]) * chunk if resume else 0
     log.keep(done * per_step)
-    norms = GradNorms(out / "grad_norms.txt", done)
+    norms = GradNorms(out / "grad_norms.txt", done, settings.max_grad_norm)
+    clock = StepClock(out / "timing.txt", done)
+    validation = StepLog(out / "validation.txt", done)
+    trainer: Any = None
+
+    def validate(step: int) -> None:
+        """The mean joint reward of both agents' greedy answers on the validation tasks."""
+        started = time.perf_counter()
+        answers = {}
+        for index, role in enumerate(ROLES):
+            prompts = [chat(pair_system().role_prompt(role, t.task)) for t in held]
+            ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+            completions = trainer.rollouts[index].sample(
+                ids, max_new_tokens=settings.max_completion_length, temperature=0.0
+            )
+            answers[role] = [tokenizer.decode(c, skip_special_tokens=True) for c in completions]
+        values = [
+            pair_rewards(settings, t, [answers["helper"][i]], [answers["main"][i]])[0]
+            for i, t in enumerate(held)
+        ]
+        validation.add(step, sum(values) / len(values))
+        clock.add("validation", time.perf_counter() - started)
 
     def reward(helper: list[str], main: list[str], *, batch_items: Any = None) -> list[float]:
+        step = norms.step = batch_items[0]["step"]
+        due = held and trainer.rollouts and step % settings.validation_every == 0
+        if due and (not validation.rows() or validation.rows()[-1][0] != step):
+            validate(step)
         task = tasks[batch_items[0]["idx"]]
-        norms.step = batch_items[0]["step"]
-        helpers = [extract_code(text, None).code for text in helper]
-        mains = [task.code_from(text) for text in main]
-        values = [
-            pair_system().program(h, m) if m.strip() else ""
-            for h, m in zip(helpers, mains, strict=True)
-        ]
-        runs = run_tests([(code, task) for code in values])
-        if settings.reward == "class":
-            rewards = [
-                class_pair_reward(code, run, settings.tests_rewarded)
-                for code, run in zip(values, runs, strict=True)
-            ]
-        else:
-            rewards = [
-                authors_pair_reward(pair_shape(h, m, task.task.entry_point), code, run)
-                for h, m, code, run in zip(helpers, mains, values, runs, strict=True)
-            ]
-        log.add(rewards)
-        return rewards
+        values = clock.timed("reward", lambda: pair_rewards(settings, task, helper, main))
+        log.add(values)
+        return values
 
     set_seed(settings.seed)  # comlrl has no seed setting: sampling and init follow torch's
 
@@ -199,7 +356,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         return [pair_system().role_prompt(role, task.task, **seen) for role in ROLES]
 
     agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
-    trainer_class = chunked_trainer(MAGRPOTrainer)
+    trainer_class = corebench_trainer(MAGRPOTrainer)
     trainer_class.chunk = chunk
     trainer = trainer_class(
         agents=agents,
@@ -223,27 +380,40 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
             num_generations=settings.num_generations,
             max_new_tokens=settings.max_completion_length,
             temperature=settings.temperature,
-            top_p=1.0,
+            top_p=settings.top_p,
             agent_learning_rate=settings.learning_rate,
             eval_interval=0,
             logging_steps=1,
         ),
     )
-    for optimizer in trainer.optimizers:  # comlrl reports no gradient norms: read them
+    trainer.clock, trainer.seed = clock, settings.seed
+    if settings.use_cpu and settings.rollouts == "engine":
+        trainer.rollouts = [Rollouts(agent, tokenizer) for agent in trainer.agents]
+    for optimizer in trainer.optimizers:  # comlrl reports no gradient norms and clips none
         optimizer.register_step_pre_hook(norms.record)
     # bf16: mixed precision as TRL's bf16 does it (float32 weights and optimizer, bfloat16
     # matmuls), through autocast around comlrl's loop, which runs in this thread
     device = "cpu" if settings.use_cpu else "cuda"
-    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=settings.bf16):
-        trainer.train(
-            resume_from_checkpoint=str(resume) if resume else None,
-            checkpoint_dir=str(out / STATE),
-            checkpoint_total_limit=1,
-        )
+    try:
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=settings.bf16):
+            trainer.train(
+                resume_from_checkpoint=str(resume) if resume else None,
+                checkpoint_dir=str(out / STATE),
+                checkpoint_total_limit=1,
+            )
+        clock.end(trainer._clock_step)
+        if held and trainer.rollouts:
+            validate(len(items))
+    finally:
+        for rollouts in trainer.rollouts or []:
+            rollouts.close()
     raw = out / "trainer"
     trainer.save_model(str(raw))
     if replaced_pad is not None:
         tokenizer.pad_token = replaced_pad  # checkpoints keep the base model's tokenizer
+    found = diagnose(log.rewards, settings.num_generations, per_step, norms.values())
+    found["timing"] = timing_summary(clock.log.rows())
+    found["validation_curve"] = validation_curve(validation.rows())
     checkpoints = {}
     for index, role in enumerate(ROLES):
         final = out / role
@@ -262,9 +432,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
                 "evaluate_with": EVALUATE_WITH["magrpo"],
                 "system_options": {"turns": settings.turns},
                 "trainer": "comlrl.MAGRPOTrainer",
-                "diagnostics": diagnose(
-                    log.rewards, settings.num_generations, per_step, norms.values()
-                ),
+                "diagnostics": found,
             },
         )
         checkpoints[role] = final

@@ -51,6 +51,8 @@ def write_manifest(
             "overlaps_found": len({o.train_id for o in data.overlaps}),
             "excluded_by": excluded_by(data.overlaps),
             "overlaps_kept": settings.allow_overlap,
+            "validation_tasks": [t.task.task_id for t in data.validation],
+            "filter": data.filtered,
         },
         "settings": settings.model_dump(),
         "processes": world_size(),  # training processes (a multi-process launch: more than 1)

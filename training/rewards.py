@@ -14,9 +14,8 @@ Every method's correctness term is one of two rewards (training setting ``reward
   tests, as the class study used). Kept to reproduce that study: a stub that passes a few base
   tests scores close to the reference under it.
 
-MAGRPO's default pair reward is the MAGRPO authors' (``authors_pair_reward``: structure terms, so
-the pair cannot collapse into one agent) with ``pass_reward`` as its correctness term; its
-collaboration terms count only for a program that passes every test.
+MAGRPO's default pair reward (``authors_pair_reward``) is ``pass_reward`` with the MAGRPO
+authors' structure and collaboration terms added only for a program that passes every test.
 
 ``measure_passing``: for programs that pass every test, CPU time and peak memory against the
 task's reference solution, measured one program at a time as the evaluation's measurement phase
@@ -300,22 +299,24 @@ def pair_shape(
 
 
 def authors_pair_reward(shape: PairShape, code: str, run: TestRun) -> float:
-    """The MAGRPO authors' helper/main reward with corebench's correctness term (at most 5):
-    +0.4 `aux` defined, +0.6 main defined; then (main defined) +0.5 the combined program parses;
-    then ``pass_reward`` (the share of tests passed, +1 for passing all; the authors add the
-    share alone) and, once every test passes and main calls `aux`: +0.5, +1 unless main only
-    returns `aux(...)`, -0.5 if a call's value is dropped (the authors give these once one test
-    passes, which a stub sharing many expected outputs earns). A main agent that defines its own
+    """corebench's correctness term (``pass_reward``: the share of tests passed, +1 for passing
+    all; at most 2) and, once every test passes, the MAGRPO authors' structure and collaboration
+    terms: +0.4 `aux` defined, +0.6 main defined, +0.5 the program parses, and where main calls
+    `aux` +0.5, +1 unless main only returns `aux(...)`, -0.5 if a call's value is dropped (at
+    most 5 in all). The authors give the structure terms to any pair and the collaboration terms
+    once one test passes: a pair that never passes then still earns 1.5 for its shape, and the
+    training-effect study's MAGRPO reward rose on shape alone. A main agent that defines its own
     `aux` (the pair collapsed into one agent) gets 0, as the authors' collaboration check does."""
     if shape.main_defines_aux:
         return 0.0
-    reward = 0.4 * shape.aux_defined + 0.6 * shape.main_defined
     if not shape.main_defined or not parses(code):
-        return reward
-    reward += 0.5 + pass_reward(run)
-    if run.all_passed and shape.aux_defined and shape.main_uses_aux:
-        reward += 0.5 + (0.0 if shape.thin_wrapper else 1.0)
-        reward -= 0.5 if shape.aux_result_ignored else 0.0
+        return 0.0
+    reward = pass_reward(run)
+    if run.all_passed:
+        reward += 0.4 * shape.aux_defined + 0.6 * shape.main_defined + 0.5
+        if shape.aux_defined and shape.main_uses_aux:
+            reward += 0.5 + (0.0 if shape.thin_wrapper else 1.0)
+            reward -= 0.5 if shape.aux_result_ignored else 0.0
     return reward
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,8 +93,38 @@ class TrainSettings(Options):
         "max_new_tokens)",
     )
     temperature: float = 0.8
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of rollouts")
     beta: float = 0.0
     loss_type: str = "dapo"
+    max_grad_norm: float = Field(1.0, gt=0, description="gradients clipped to this norm")
+    rollouts: Literal["engine", "trl"] = Field(
+        "engine",
+        description="on the CPU: corebench's decode engine (bfloat16 copy of the weights, "
+        "continuous batching, seeded rows) or TRL's own generate; vLLM when use_vllm",
+    )
+    drop_tied_groups: bool = Field(
+        True,
+        description="leave groups whose rewards all tie out of the loss (DAPO's dynamic "
+        "sampling, without resampling): their advantages are zero and only dilute the rest",
+    )
+    filter_samples: int = Field(
+        0,
+        ge=0,
+        description="keep only training tasks the start checkpoint solves sometimes but not "
+        "always, in this many samples at the training temperature (0: no filter)",
+    )
+    filter_tasks: int | None = Field(
+        None,
+        ge=1,
+        description="examine only this many training tasks (a fixed sample) for the filter",
+    )
+    validation_tasks: int = Field(
+        0,
+        ge=0,
+        description="hold out this many training tasks (a fixed sample, whatever the seed) and "
+        "log the mean reward of greedy completions on them",
+    )
+    validation_every: int = Field(10, ge=1, description="optimisation steps between validations")
     gradient_checkpointing: bool = False
     save_steps: int = Field(10, description="checkpoints for resuming")
     max_time_s: float | None = Field(

@@ -39,7 +39,23 @@ class RowSampler:
 
     def sample(self, logits: torch.Tensor) -> int:
         """A token drawn from the softmax of one row of ``logits`` (after temperature, top-p)."""
-        scores = nucleus(logits.float() / self.temperature, self.top_p)
-        uniform = torch.rand(scores.shape[-1], generator=self.generator, device=scores.device)
-        gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
-        return int((scores + gumbel).argmax())
+        return int(sample_rows([self], logits.unsqueeze(0))[0])
+
+    def uniform(self, size: int, device: Any) -> torch.Tensor:
+        """The row's next ``size`` uniform draws, from its own generator."""
+        return torch.rand(size, generator=self.generator, device=device)
+
+
+def sample_rows(samplers: list[RowSampler], logits: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``logits``, each drawn by its row's sampler (Gumbel-max over the
+    tempered, nucleus-filtered scores): the draws come from each row's generator in turn, the
+    arithmetic runs on the whole batch at once, with the same result row by row as alone."""
+    temperatures = torch.tensor([s.temperature for s in samplers], device=logits.device)
+    scores = logits.float() / temperatures.unsqueeze(1)
+    if any(s.top_p < 1.0 for s in samplers):
+        scores = torch.stack(
+            [nucleus(row, s.top_p) for row, s in zip(scores, samplers, strict=True)]
+        )
+    uniform = torch.stack([s.uniform(scores.shape[-1], scores.device) for s in samplers])
+    gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
+    return (scores + gumbel).argmax(dim=-1)

@@ -1,0 +1,175 @@
+"""Training's machinery around the trainers, without a model where it can: the batched sampler
+against its one-row form, the GRPO batch's dropping of tied groups, MAGRPO's token-normalised
+loss and gradient clipping, the validation slice, the prompt filter, the step logs; and on the
+real embedded model, rollouts that give the same tokens for the same seeds and weights."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from corebench.plugins.backends.sampling import RowSampler, sample_rows
+from corebench.training.grpo import drop_tied
+from corebench.training.magrpo import GradNorms, group_loss
+from corebench.training.progress import StepClock, StepLog, timing_summary, validation_curve
+
+
+def test_batched_sampling_draws_what_each_row_draws_alone():
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
+    settings = [(3, 1.0, 1.0), (4, 0.7, 1.0), (5, 1.3, 0.9), (3, 1.0, 1.0)]
+    batched = sample_rows([RowSampler(*s) for s in settings], logits)
+    alone = [RowSampler(*s).sample(row) for s, row in zip(settings, logits, strict=True)]
+    assert batched.tolist() == alone
+    assert RowSampler(3, 1.0, 1.0).sample(logits[0]) == alone[0]  # same seed, same token
+    assert len({RowSampler(seed, 1.0, 1.0).sample(logits[0]) for seed in range(20)}) > 1
+
+
+def test_tied_groups_leave_the_loss_and_its_token_count():
+    batch = {
+        "advantages": torch.tensor([0.0, 0.0, 1.0, -1.0, 0.0, 0.0]),  # groups of two
+        "completion_mask": torch.ones(6, 5, dtype=torch.long),
+        "num_items_in_batch": torch.tensor(30),
+    }
+    assert drop_tied(batch, 2) == 2
+    assert batch["completion_mask"].sum(dim=1).tolist() == [0, 0, 5, 5, 0, 0]
+    assert int(batch["num_items_in_batch"]) == 10
+    untouched = {"advantages": torch.tensor([1.0, -1.0]), "completion_mask": torch.ones(2, 3),
+                 "num_items_in_batch": torch.tensor(6)}  # fmt: skip
+    assert drop_tied(untouched, 2) == 0 and int(untouched["num_items_in_batch"]) == 6
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    return LlamaForCausalLM(config).eval()
+
+
+def test_group_loss_is_the_token_mean_of_advantage_weighted_log_probabilities(tiny_model):
+    """By hand, one sequence at a time: −Σ_i A_i Σ_t log π(c_it | prompt, c_i<t) / Σ_i T_i (a
+    mean over tokens, where comlrl sums each completion's tokens)."""
+    prompt = torch.tensor([1, 2, 3, 4])
+    completions = [torch.tensor([5, 6, 7]), torch.tensor([8]), torch.tensor([9, 10, 11, 12, 2])]
+    advantages = torch.tensor([1.0, -0.5, 0.25])
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for c, a in zip(completions, advantages, strict=True):
+            seq = torch.cat([prompt, c])
+            logits = tiny_model(input_ids=seq.unsqueeze(0)).logits[0]
+            logps = torch.log_softmax(logits[len(prompt) - 1 : -1].float(), dim=-1)
+            total += float(a) * float(logps.gather(-1, c.unsqueeze(-1)).sum())
+            tokens += len(c)
+    loss = group_loss(tiny_model, prompt, completions, advantages)
+    assert float(loss) == pytest.approx(-total / tokens, rel=1e-5)
+    loss.backward()
+    assert all(p.grad is not None for p in tiny_model.parameters() if p.requires_grad)
+    tiny_model.zero_grad()
+
+
+def test_grad_norms_are_logged_before_clipping_and_clipped(tmp_path, tiny_model):
+    optimizer = torch.optim.SGD(tiny_model.parameters(), lr=0.1)
+    for p in tiny_model.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    norms = GradNorms(tmp_path / "grad_norms.txt", 0, max_norm=1.0)
+    norms.step = 7
+    norms.record(optimizer)
+    expected = math.sqrt(sum(9.0 * p.numel() for p in tiny_model.parameters()))
+    assert norms.values() == pytest.approx([expected], rel=1e-4)
+    after = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in tiny_model.parameters()))
+    assert after == pytest.approx(1.0, rel=1e-4)
+    assert (tmp_path / "grad_norms.txt").read_text().startswith("7 ")
+    tiny_model.zero_grad()
+
+
+def test_step_logs_keep_only_steps_before_a_resume(tmp_path):
+    log = StepLog(tmp_path / "validation.txt")
+    for step, value in ((0, 0.1), (5, 0.2), (10, 0.3)):
+        log.add(step, value)
+    resumed = StepLog(tmp_path / "validation.txt", resume_step=6)
+    assert resumed.rows() == [[0.0, 0.1], [5.0, 0.2]]
+    assert validation_curve(resumed.rows()) == [{"step": 0, "reward": 0.1},
+                                                {"step": 5, "reward": 0.2}]  # fmt: skip
+    clock = StepClock(tmp_path / "timing.txt")
+    clock.begin()
+    clock.add("generation", 2.0)
+    clock.add("validation", 100.0)  # left out of the step
+    clock.generated([[1, 2, 3], [4]])
+    clock.end(1)
+    (row,) = clock.log.rows()
+    assert row[:3] == [1.0, 2.0, 0.0] and row[3] < 0 and row[4] == 4.0  # total excludes it
+    summary = timing_summary([[1, 2.0, 1.0, 5.0, 40], [2, 4.0, 1.0, 7.0, 80]])
+    assert summary == {"steps": 2, "generation_s": 3.0, "reward_s": 1.0, "update_s": 2.0,
+                       "total_s": 6.0, "tokens_per_s": 20.0}  # fmt: skip
+
+
+def test_the_validation_slice_is_fixed_whatever_the_seed(data_dir):
+    from corebench.training.data import load_train_data
+    from corebench.training.settings import load_settings
+
+    common = {"data_dir": str(data_dir), "validation_tasks": 20}
+    first = load_train_data(load_settings("grpo", None, seed=0, **common))
+    second = load_train_data(load_settings("grpo", None, seed=3, **common))
+    ids = [t.task.task_id for t in first.validation]
+    assert len(ids) == 20 and ids == [t.task.task_id for t in second.validation]
+    assert not set(ids) & {t.task.task_id for t in first.tasks}
+    whole = load_train_data(load_settings("grpo", None, data_dir=str(data_dir)))
+    assert len(whole.tasks) == len(first.tasks) + 20 and not whole.validation
+
+
+def test_the_filter_keeps_tasks_solved_sometimes(monkeypatch, data_dir, tmp_path):
+    from corebench.training import curriculum
+    from corebench.training.data import load_train_data
+    from corebench.training.settings import load_settings
+
+    settings = load_settings("grpo", None, data_dir=str(data_dir), filter_samples=4,
+                             filter_tasks=10)  # fmt: skip
+    data = load_train_data(settings)
+    looked = curriculum.examined(data.tasks, 10)
+    assert looked == curriculum.examined(data.tasks, 10) and len(looked) == 10
+    rates = dict(zip([t.task.task_id for t in looked], [0, 0.25, 1, 0.5, 0, 0, 1, 0.75, 0, 0],
+                     strict=True))  # fmt: skip
+    monkeypatch.setattr(curriculum, "solve_rates", lambda path, tasks, s: rates)
+    kept = curriculum.solved_sometimes(tmp_path, data, settings)
+    assert [rates[t.task.task_id] for t in kept.tasks] == [0.25, 0.5, 0.75]
+    assert kept.filtered == {"examined": 10, "never_solved": 5, "always_solved": 2, "kept": 3}
+    monkeypatch.setattr(curriculum, "solve_rates", lambda path, tasks, s: dict.fromkeys(rates, 0))
+    with pytest.raises(Exception, match="solves none of 10 training tasks sometimes"):
+        curriculum.solved_sometimes(tmp_path, data, settings)
+
+
+@pytest.mark.model
+def test_rollouts_give_the_same_tokens_for_the_same_seeds_and_follow_the_weights():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from corebench.training.models import local_checkpoint
+    from corebench.training.rollouts import Rollouts, row_seed
+
+    path = local_checkpoint("embedded")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+    rollouts = Rollouts(model, tokenizer)
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Write a Python function that adds two numbers."}],
+        add_generation_prompt=True, tokenize=False,
+    )  # fmt: skip
+    other = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Reverse a list in Python."}],
+        add_generation_prompt=True, tokenize=False,
+    )  # fmt: skip
+    ids, other_ids = (tokenizer(c, add_special_tokens=False)["input_ids"] for c in (chat, other))
+    seeds = [row_seed(0, 3, 0, i) for i in range(4)]
+    options = {"max_new_tokens": 16, "temperature": 1.0}
+    together = rollouts.sample([ids] * 2 + [other_ids] * 2, seeds=seeds, **options)
+    alone = rollouts.sample([ids] * 2, seeds=seeds[:2], **options)
+    assert together[:2] == alone and together[0] != together[1]
+    greedy = rollouts.sample([ids], max_new_tokens=16, temperature=0.0)
+    with torch.no_grad():  # the policy's weights change: the next rollouts follow them
+        for p in model.parameters():
+            p.mul_(0.5)
+    assert rollouts.sample([ids], max_new_tokens=16, temperature=0.0) != greedy
+    rollouts.close()
