@@ -242,11 +242,13 @@ def crossed(differences: np.ndarray) -> Pooled:
     The variance components come from the two-way ANOVA's mean squares (MS_seed, MS_task,
     MS_resid; σ²_a = (MS_seed − MS_resid)/T, σ²_b = (MS_task − MS_resid)/S, σ²_e = MS_resid, a
     negative estimate set to 0), which in this balanced design are REML's (statsmodels'
-    ``MixedLM``, tested). Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), a combination of mean squares
+    ``MixedLM``, tested) when both are positive; a truncated one drops its term (tested against
+    ``MixedLM`` with that random effect left out). Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), a combination of mean squares
     whose degrees of freedom are Satterthwaite's: with seeds that disagree the test has about
     S − 1 of them, with seeds that agree about T − 1. One seed's rows repeated S times give the
     one-sample t-test of the per-task differences; tasks that all differ alike give the t-test of
-    the per-seed means."""
+    the per-seed means. With every difference alike there is no variance at all, and the p-value is
+    the sign-flip test's of the per-task means."""
     d = np.asarray(differences, dtype=float)
     seeds, tasks = d.shape
     if seeds < 2 or tasks < 2:
@@ -272,8 +274,9 @@ def crossed(differences: np.ndarray) -> Pooled:
     if se > 0:
         p = float(2 * stats.t.sf(abs(mean) / se, df))
         half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
-    else:  # every difference alike: nothing varies
-        p, half = (1.0 if mean == 0 else 0.0), 0.0
+    else:  # every difference alike: no variance to scale by, so the exact sign-flip test of
+        # the per-task means (p = 2/2^T for T tasks that all differ alike, 1 when none differ)
+        p, half = sign_flip(by_task).pvalue, 0.0
     return Pooled(
         seeds, tasks, mean, se, df, p, mean - half, mean + half, seed_var, task_var, ms_resid
     )

@@ -1,6 +1,6 @@
 """Embedded-model generation on this machine: the ceiling, a real corecode run, and wasted slots,
 before (static batches through ``model.generate``, as corebench decoded until the decode engine
-came) and after (continuous batching, ``plugins/backends/engine.py``).
+came) and after (continuous batching, ``harness/decoding/engine.py``).
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/batching_throughput.py \
         [--tasks 20] [--skip-before]
@@ -9,7 +9,7 @@ Prints:
 1. raw decode throughput at batch 1, 8, 16 and 32 (one decode step over a 600-token context),
    with transformers' ``DynamicCache`` (which concatenates the whole cache every step), with
    the engine's in-place cache, and with that cache and the engine's CPU decode attention
-   (``decode_attention.py``) instead of ``sdpa``: the ceiling a run can approach;
+   (``attention.py``) instead of ``sdpa``: the ceiling a run can approach;
 2. the README's first command (corecode, MBPP+, ``--limit`` tasks) both ways: wall time, useful
    completion tokens per second, pass rates;
 3. the share of batch slots wasted: row-steps computed for rows that had already finished (a
@@ -126,8 +126,8 @@ def ceiling() -> None:
     import torch
     from transformers import DynamicCache
 
-    from corebench.plugins.backends.decode_attention import DECODE
-    from corebench.plugins.backends.engine import growing_cache, pairs_of
+    from corebench.harness.decoding.attention import DECODE
+    from corebench.harness.decoding.engine import growing_cache, pairs_of
 
     backend = EmbeddedBackend()
     backend.load()

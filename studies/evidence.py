@@ -4,8 +4,9 @@ written as small portable files beside the study's working folders, and read bac
 ```
 <study folder>/
   study.toml                  the study file as run
-  registration.json           its sha256, the commit that last changed it and that commit's
-                              time, whether the file as run matched it, when the run began
+  registration.json           per start (a resume is a start): its sha256, the commit that
+                              last changed it and that commit's (self-attested) committer time,
+                              whether the file as run was that commit's bytes, when it began
   report.md, report.html
   <row>.jsonl                 EvalPlus samples (task_id, solution) of a row run once
   <row>.results.jsonl         per sample: verdict, failure kind, every hidden test's outcome
@@ -58,7 +59,8 @@ OUTCOME = {
 }
 NOT_RUN = "."
 # an absolute path (possibly after "hf:" or "="): kept as its last part, as model specs show it
-ABSOLUTE_PATH = re.compile(r"(?<![\w.~-])/(?:[^\s/\"',=]+/)*([^\s/\"',=]+)/?")
+# (not a URL's path: "scheme://host/..." is left alone)
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[^\s/\"',=]+/)*([^\s/\"',=]+)/?")
 
 
 def row_stem(root: Path, name: str, seed: int | None) -> Path:
@@ -79,8 +81,9 @@ def portable(value: Any, root: Path) -> Any:
     if isinstance(value, list):
         return [portable(v, root) for v in value]
     if isinstance(value, str):
-        inside = str(Path(root).resolve())
-        text = value.replace(inside + "/", "").replace(inside, ".")
+        inside = re.escape(str(Path(root).resolve()))
+        text = re.sub(inside + "/", "", value)
+        text = re.sub(inside + r"(?=[\s\"',]|$)", ".", text)  # the root itself, not a sibling
         return ABSOLUTE_PATH.sub(lambda m: m.group(1), text)
     return value
 
@@ -130,9 +133,11 @@ def export_run(
     run_dir: Path,
     entry: dict[str, Any],
     data_dir: Path | None,
+    key: str,
 ) -> None:
     """Write a finished row's samples, results and settings (``entry``: the row as the study
-    file writes it, its checkpoint references unresolved) under ``root``."""
+    file writes it, its checkpoint references unresolved; ``key``: the study's ``run_key`` of
+    the row, so evidence from an older version of the study is told apart) under ``root``."""
     store = Store(run_dir, create=False)
     try:
         samples = list(store.samples())
@@ -161,6 +166,7 @@ def export_run(
     _write_lines(stem.with_name(stem.name + ".results.jsonl"), results)
     settings = {
         "label": entry.get("label") or name,
+        "run_key": key,
         "seed": seed,
         "model": model_name(metadata.get("models"), config.model),
         "training": training_lineage(metadata.get("models")),
@@ -246,8 +252,9 @@ def _git(folder: Path, *args: str) -> str | None:
 
 
 def commit_of(path: Path) -> dict[str, Any]:
-    """The commit that last changed ``path``, its time, the file's path in the repository, and
-    whether the file on disk is that commit's (no repository, or never committed: None)."""
+    """The commit that last changed ``path``, its committer time, the file's path in the
+    repository, and whether the file's bytes on disk are that commit's (same blob id; no
+    repository, or never committed: None)."""
     path = Path(path).resolve()
     folder = path.parent
     name = _git(folder, "ls-files", "--full-name", "--", path.name)
@@ -255,24 +262,23 @@ def commit_of(path: Path) -> dict[str, Any]:
     if not name or not log:
         return {"path": path.name, "commit": None, "committed": None, "matches_commit": False}
     commit, when = log.split(" ", 1)
-    at_commit = _git(folder, "show", f"{commit}:{name}")
-    matches = at_commit is not None and at_commit.strip() == path.read_text().strip()
+    blob = _git(folder, "rev-parse", f"{commit}:{name}")
+    on_disk = _git(folder, "hash-object", "--no-filters", "--", path.name)
+    matches = blob is not None and blob == on_disk
     return {"path": name, "commit": commit, "committed": when, "matches_commit": matches}
 
 
 def register(study_file: Path, root: Path, scale: str) -> dict[str, Any]:
-    """Record, when a study's run starts, which file it ran and whether that file was committed
-    before the run began; keep the first start of a folder (a resumed run began then). The
-    study file is copied into the folder as ``study.toml``."""
+    """Record, each time a study's run starts or resumes, which file it ran and whether that
+    file was committed before; the first start is the run's start, and every start is kept in
+    ``starts`` (a run resumed from an edited file is then not pre-registered). The study file is
+    copied into the folder as ``study.toml``."""
     path = root / REGISTRATION
     earlier = json.loads(path.read_text()) if path.exists() else {}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    record = {
-        "scale": scale,
-        "sha256": sha256(study_file),
-        **commit_of(study_file),
-        "started": earlier.get("started", now),
-    }
+    start = {"scale": scale, "sha256": sha256(study_file), **commit_of(study_file), "started": now}
+    starts = [*earlier.get("starts", []), start]
+    record = {**starts[0], "starts": starts}
     root.mkdir(parents=True, exist_ok=True)
     if Path(study_file).resolve() != (root / STUDY_FILE).resolve():
         (root / STUDY_FILE).write_bytes(Path(study_file).read_bytes())
@@ -291,13 +297,17 @@ def preregistered(record: dict[str, Any] | None, given_sha: str) -> tuple[bool, 
     that was committed, unchanged, before the run began, and is the file given now."""
     if record is None:
         return False, "no registration recorded (the folder predates it)"
-    if record["scale"] != "full":
-        return False, f"scale {record['scale']}: only full-scale runs are registered results"
+    starts = record.get("starts") or [record]
+    scales = sorted({s["scale"] for s in starts} - {"full"})
+    if scales:
+        return False, f"scale {scales[0]}: only full-scale runs are registered results"
     if record["sha256"] != given_sha:
         return False, "the study file given differs from the one run"
+    if any(s["sha256"] != record["sha256"] or s["commit"] != record["commit"] for s in starts):
+        return False, "the study file changed between the run's starts"
     if not record.get("commit"):
         return False, "the study file was not committed when the run began"
-    if not record.get("matches_commit"):
+    if not all(s.get("matches_commit") for s in starts):
         return False, "the study file as run differs from its last commit"
     committed = datetime.fromisoformat(record["committed"])
     if committed > datetime.fromisoformat(record["started"]):

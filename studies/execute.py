@@ -132,26 +132,35 @@ def run_study(
             )
             entry = entries[run.name].model_dump(exclude={"name"})
             entry["seed"] = row_seed if row_seed is not None else entry["seed"]
-            evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir)
+            evidence.export_run(
+                layout.root, run.name, row_seed, run_dir, entry, data_dir, seeded.run_key(run)
+            )
 
 
 def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[str]:
     """Export the evidence of rows that have a finished run directory but no exported files (a
-    folder from before the evidence files); returns the rows still missing (``NAME[ seed S]``)."""
+    folder from before the evidence files), or whose files came from another version of the row
+    (their ``run_key`` differs); returns the rows still missing (``NAME[ seed S]``, marked
+    ``stale`` where old evidence is there but the row as the study now declares it never ran)."""
     missing = []
     for seed, seeded in seeded_studies(study):
         for run in seeded.runs:
             row_seed = seed if study.seeded(run) else None
             if row_seed is None and seed not in (None, study.header.seeds[0]):
                 continue
-            if evidence.read_row(layout.root, run.name, row_seed) is not None:
+            key = seeded.run_key(run)
+            found = evidence.read_row(layout.root, run.name, row_seed)
+            if found is not None and found["settings"].get("run_key") == key:
                 continue
             run_dir = layout.run_dir(seeded, run)
             if (run_dir / RESULTS_DB).exists():
                 entry = next(r for r in study.runs if r.name == run.name).model_dump(
                     exclude={"name"}
                 )
-                evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir)
+                if row_seed is not None:
+                    entry["seed"] = row_seed
+                evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir, key)
             else:
-                missing.append(run.name + ("" if row_seed is None else f" seed {row_seed}"))
+                label = run.name + ("" if row_seed is None else f" seed {row_seed}")
+                missing.append(label + (" (stale: the row changed since)" if found else ""))
     return missing

@@ -196,7 +196,9 @@ class Comparison:
         if self.distinguishable:
             return "distinguishable"
         if self.result.se == 0:
-            return "null: the rows agree on every task (no variance to size an effect by)"
+            if self.result.difference == 0:
+                return "null: the rows agree on every task (no variance to size an effect by)"
+            return "null: every task differs alike (no variance to size an effect by)"
         if math.isnan(self.mde) or self.mde >= headroom:
             return "null: too small to tell (no possible effect was likely to be seen)"
         return f"null: could have detected ≥ {100 * self.mde:.1f} points"
@@ -233,7 +235,8 @@ def gain_comparisons(gain: Gain, by_arm: dict[str, list[Row]]) -> list[tuple[str
 def family(study: Study, rows: list[Row]) -> list[Comparison]:
     """Every comparison the report makes, each pair of rows once per metric: the planned
     comparisons (or every pair of rows) in the primary metric, then the Collaboration Gain's
-    pass@1 comparisons not among them, then the same in each secondary metric. Holm's
+    pass@1 comparisons not among them (secondary where pass@1 is not the primary metric), then
+    the same in each secondary metric. Holm's
     correction runs over the primary family and, apart, over the secondary one; each
     comparison's minimum detectable effect is at its family's corrected level."""
     by_arm = arms(rows)
@@ -241,7 +244,8 @@ def family(study: Study, rows: list[Row]) -> list[Comparison]:
     wanted = []
     for metric in study.header.metrics:
         wanted += [(a, b, metric) for a, b in study.comparisons()]
-        wanted += [(a, b, metric) for a, b in gains if metric == "pass@1"]
+    # the Collaboration Gain is in pass@1: a secondary comparison where pass@1 is not declared
+    wanted += [(a, b, "pass@1") for a, b in gains]
     seen: set[tuple[frozenset[str], str]] = set()
     unique = []
     for a, b, metric in wanted:

@@ -110,6 +110,16 @@ def test_signatures_match_asserts_with_calls_and_outputs():
     from_asserts = signatures(asserts, asserts.expected["base"])
     assert from_asserts == signatures(called, [{3, 4}, [1, 2]])
     assert len(from_asserts) == 2
+    # an assert whose value is no literal states it as written, not as True
+    pi = assert_suite(["assert f(1) == math.pi", "assert f(2) == 2 * math.pi"])
+    tau = assert_suite(["assert f(1) == math.tau", "assert f(2) == 2 * math.tau"])
+    assert pi.expected["base"] == [True, True]
+    assert signatures(pi, pi.expected["base"]) != signatures(tau, tau.expected["base"])
+    assert len(signatures(pi, pi.expected["base"])) == 2
+    # one comparable test is too little to call two tasks the same
+    assert signatures(called, [{3, 4}, [1, 2]]) and not signatures(
+        FunctionalSuite("f", "", {"base": [[1]]}), [2]
+    )
 
 
 def test_the_command_prints_one_line_per_flagged_pair(data_dir):

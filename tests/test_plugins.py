@@ -206,6 +206,7 @@ PLUGIN_API = {
             "metadata",
             "hookspecs",
             "modelspec",
+            "decoding.engine",
         ]
     ),
 }

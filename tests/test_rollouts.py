@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from corebench.plugins.backends.sampling import RowSampler, sample_rows
+from corebench.harness.decoding.sampling import RowSampler, sample_rows
 from corebench.training.grpo import drop_tied
 from corebench.training.magrpo import GradNorms, group_loss
 from corebench.training.progress import StepClock, StepLog, timing_summary, validation_curve

@@ -292,8 +292,9 @@ def test_crossed_satterthwaite_degrees_of_freedom_by_hand():
 
 def test_crossed_degenerate_cases():
     assert crossed(np.zeros((3, 5))).p == 1.0
-    same = crossed(np.full((3, 5), 0.25))
-    assert same.p == 0.0 and (same.low, same.high) == (0.25, 0.25)
+    same = crossed(np.full((3, 5), 0.25))  # no variance: the exact sign-flip p of 5 tasks
+    assert same.p == pytest.approx(2 / 2**5) and (same.low, same.high) == (0.25, 0.25)
+    assert same.p == pytest.approx(sign_flip(np.full(5, 0.25)).pvalue)
     with pytest.raises(ValueError, match="two seeds and two tasks"):
         crossed(np.zeros((1, 5)))
 

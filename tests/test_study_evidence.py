@@ -69,6 +69,13 @@ def test_a_study_committed_before_its_run_is_preregistered(repo, tmp_path):
     # a resumed run keeps the first start
     again = register(path, out, "full")
     assert again["started"] == record["started"] and read_registration(out) == again
+    assert len(again["starts"]) == 2 and preregistered(again, sha256(path))[0]
+    # resumed from an edited file (even one committed later): no longer pre-registered
+    edited = commit(repo, STUDY + "# a new row\n", datetime.now(timezone.utc))
+    third = register(edited, out, "full")
+    assert preregistered(third, record["sha256"]) == (
+        False, "the study file changed between the run's starts"
+    )  # fmt: skip
 
 
 def test_edited_late_or_uncommitted_study_files_are_not_preregistered(repo, tmp_path):
@@ -111,6 +118,8 @@ def test_evidence_holds_no_machine_path(tmp_path):
         "data": "/home/someone/shared/data",
         "spec": "helper=hf:/x/y/helper,main=hf:/x/y/main",
         "plain": ["embedded", 3, None],
+        "root": f"at {root}, and {root}-old/x",  # the root itself; a sibling is another folder
+        "url": "http://127.0.0.1:8000/v1/models",
     }
     assert portable(value, root) == {
         "out": "checkpoints/grpo-1/model",
@@ -118,6 +127,8 @@ def test_evidence_holds_no_machine_path(tmp_path):
         "data": "data",
         "spec": "helper=hf:helper,main=hf:main",
         "plain": ["embedded", 3, None],
+        "root": "at ., and x",
+        "url": "http://127.0.0.1:8000/v1/models",
     }
 
 

@@ -677,7 +677,9 @@ def test_humaneval_training_uses_its_train_split_checked_against_the_heldout_one
     data = load_train_data(settings)
     # the 124 train tasks less three near variants of held-out ones (test_benchmarks.py)
     assert len(data.tasks) == 121 and {o.train_id for o in data.overlaps} == {
-        "HumanEval/29", "HumanEval/43", "HumanEval/142"
+        "HumanEval/29",
+        "HumanEval/43",
+        "HumanEval/142",
     }
     # checked against the whole test split instead, every training task is an evaluation task
     with pytest.raises(CorebenchError, match="124 training tasks are near duplicates"):

@@ -42,7 +42,7 @@ def test_greedy_decoding_matches_transformers_generate(float32_backend):
     # transformers' reference decode with transformers' own sdpa attention
     import torch
 
-    from corebench.plugins.backends.decode_attention import DECODE
+    from corebench.harness.decoding.attention import DECODE
 
     tok, model = float32_backend._tokenizer, float32_backend._model
     ours = [float32_backend.generate_batch([r])[0].text for r in requests()]
@@ -69,7 +69,7 @@ def test_decode_attention_equals_sdpa_with_padding_and_shared_heads(mask_kind):
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from corebench.plugins.backends.decode_attention import decode_attention
+    from corebench.harness.decoding.attention import decode_attention
 
     torch.manual_seed(0)
     module = torch.nn.Module()
@@ -111,7 +111,7 @@ def test_batched_greedy_outputs_equal_one_at_a_time_in_float32(float32_backend):
 
 
 def test_a_finished_request_frees_its_slot_for_a_waiting_one(float32_backend):
-    from corebench.plugins.backends.engine import DecodeEngine
+    from corebench.harness.decoding.engine import DecodeEngine
 
     engine = DecodeEngine(float32_backend._model, float32_backend._tokenizer, "cpu", max_batch=2)
     short, long_a, long_b = requests(24)
@@ -142,7 +142,7 @@ def test_an_answer_stops_where_its_stop_pattern_matches(float32_backend):
 
 
 def test_out_of_memory_is_one_clear_error(float32_backend, monkeypatch):
-    from corebench.plugins.backends.engine import DecodeEngine
+    from corebench.harness.decoding.engine import DecodeEngine
 
     engine = DecodeEngine(float32_backend._model, float32_backend._tokenizer, "cpu", max_batch=4)
 

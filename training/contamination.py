@@ -187,9 +187,28 @@ def _called_arguments(expression: str) -> list[Any] | None:
         return None
 
 
+def _stated_value(expression: str) -> str | None:
+    """The right side of ``bool(A == B)``, as text: the value an assert states where it is not a
+    literal (``True`` alone would make every such assert on the same call alike)."""
+    try:
+        node: ast.AST = quiet_parse(expression, mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool":
+        node = node.args[0] if len(node.args) == 1 else node
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+        return ast.unparse(node.comparators[0])
+    return None
+
+
+MIN_SHARED_TESTS = 2  # a task with fewer comparable tests has no "tests" criterion at all
+
+
 def signatures(suite: FunctionalSuite, expected: list[Any] | None) -> frozenset[str]:
     """The first suite's tests as canonical text: call arguments (or the tested call's arguments
-    in an assert-style expression; stdin) with the expected value (stdout)."""
+    in an assert-style expression; stdin) with the expected value (stdout; for ``bool(A == B)``
+    asserts, B as written). Fewer than ``MIN_SHARED_TESTS`` such tests give none: one shared
+    test is too little to call two tasks the same."""
     if not suite.inputs or expected is None:
         return frozenset()
     first = next(iter(suite.inputs.values()))
@@ -202,10 +221,12 @@ def signatures(suite: FunctionalSuite, expected: list[Any] | None) -> frozenset[
             arguments = _called_arguments(str(test[0]))
             if arguments is None:
                 continue
+            if value is True:
+                value = _stated_value(str(test[0])) or value
         else:
             arguments = list(test)
         out.add(repr((canonical(arguments), canonical(value))))
-    return frozenset(out)
+    return frozenset(out) if len(out) >= MIN_SHARED_TESTS else frozenset()
 
 
 async def _first_expected(
@@ -229,7 +250,9 @@ async def _first_expected(
 
 def items(benchmark: Benchmark, split: str, executor: SandboxExecutor | None = None) -> list[Item]:
     """Every task of ``benchmark``'s ``split`` as the check compares it (references run in
-    ``executor``, default: a local sandbox, where the dataset states no expected outputs)."""
+    ``executor``, default: a local sandbox, where the dataset states no expected outputs; a
+    training run's rewards may go to a judging service or a cluster, which judge programs but do
+    not hand back a reference's outputs)."""
     tasks = benchmark.tasks(split)
     suites = [benchmark.test_suite(t.task_id) for t in tasks]
 
@@ -242,10 +265,12 @@ def items(benchmark: Benchmark, split: str, executor: SandboxExecutor | None = N
 
     if all(s.expected is not None or not s.reference_code for s in suites):
         expected = [_first_expected_stated(s) for s in suites]
-    else:
+    else:  # references are the dataset's own code: run in a local sandbox unless told otherwise
+        from corebench.harness.sandbox.placement import executor_for
+
         from .rewards import in_own_loop
 
-        expected = in_own_loop(expected_all, executor)
+        expected = in_own_loop(expected_all, executor or executor_for("local"))
     return [
         Item(t.task_id, description(t.prompt), code_tokens(s.reference_code),
              signatures(s, e), t.entry_point or "")

@@ -63,7 +63,7 @@ def solve_rates(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from corebench.plugins.backends.engine import DecodeEngine
+    from corebench.harness.decoding.engine import DecodeEngine
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16).eval()

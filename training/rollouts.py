@@ -35,7 +35,7 @@ class Rollouts:
     def __init__(self, model: Any, tokenizer: Any, max_batch: int = ROLLOUT_BATCH):
         import torch
 
-        from corebench.plugins.backends.engine import DecodeEngine
+        from corebench.harness.decoding.engine import DecodeEngine
 
         self.model = model
         self.shadow = copy.deepcopy(model).to(torch.bfloat16).eval()

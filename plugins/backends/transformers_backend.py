@@ -1,4 +1,4 @@
-"""Local models through Hugging Face transformers, decoded with continuous batching (engine.py)."""
+"""Local models through Hugging Face transformers, decoded with continuous batching."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from corebench.harness.metadata import file_fingerprint
 from corebench.harness.modelspec import ModelRef, without_paths
 
 if TYPE_CHECKING:  # torch is imported only when a model loads
-    from corebench.plugins.backends.engine import DecodeEngine
+    from corebench.harness.decoding.engine import DecodeEngine
 
 
 def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
@@ -160,7 +160,7 @@ class TransformersBackend(Backend):
         """The continuous-batching decode loop over this model (engine.py)."""
         self.load()
         if self._engine is None:
-            from corebench.plugins.backends.engine import DecodeEngine
+            from corebench.harness.decoding.engine import DecodeEngine
 
             self._engine = DecodeEngine(self._model, self._tokenizer, self.device, self.max_batch)
         return self._engine

@@ -15,7 +15,7 @@ loop over the requests in flight:
 - at temperature > 0 each request samples from its own generator (``sampling.py``), so what it
   samples does not depend on what else was in flight;
 - on the CPU, a decode step's attention multiplies each query head group with its shared
-  key/value head (``decode_attention.py``) instead of copying the cache per query head.
+  key/value head (``attention.py``) instead of copying the cache per query head.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from corebench.harness.backend import cut_at_stop
+from corebench.harness.decoding.attention import use_decode_attention
+from corebench.harness.decoding.sampling import RowSampler, sample_rows
 from corebench.harness.records import Generation, GenerationRequest
-from corebench.plugins.backends.decode_attention import use_decode_attention
-from corebench.plugins.backends.sampling import RowSampler, sample_rows
 
 Deliver = Callable[[Generation | BaseException], None]
 ROOM = 256  # sequence positions a cache buffer keeps spare (it doubles when full)
