@@ -247,14 +247,20 @@ def crossed(differences: np.ndarray) -> Pooled:
     whose degrees of freedom are Satterthwaite's: with seeds that disagree the test has about
     S − 1 of them, with seeds that agree about T − 1. One seed's rows repeated S times give the
     one-sample t-test of the per-task differences; tasks that all differ alike give the t-test of
-    the per-seed means. With every difference alike there is no variance at all, and the p-value is
-    the sign-flip test's of the per-task means."""
+    the per-seed means. With every difference alike there is no variance at all: the p-value and
+    interval are the sign-flip test's of the per-task means."""
     d = np.asarray(differences, dtype=float)
     seeds, tasks = d.shape
     if seeds < 2 or tasks < 2:
         raise ValueError(f"a crossed test needs two seeds and two tasks, not {d.shape}")
     mean = float(d.mean())
     by_seed, by_task = d.mean(axis=1), d.mean(axis=0)
+    if np.ptp(d) == 0:  # every difference alike (decided exactly, not by a rounded variance):
+        # no variance to scale by, so the sign-flip test of the per-task means and its interval
+        flip = sign_flip(by_task)
+        low, high = flip.interval(flip.pvalue)
+        nothing = float((seeds - 1) * (tasks - 1))
+        return Pooled(seeds, tasks, mean, 0.0, nothing, flip.pvalue, low, high, 0.0, 0.0, 0.0)
     ms_seed = tasks * float(np.sum((by_seed - mean) ** 2)) / (seeds - 1)
     ms_task = seeds * float(np.sum((by_task - mean) ** 2)) / (tasks - 1)
     residual = d - by_seed[:, None] - by_task[None, :] + mean
@@ -271,12 +277,8 @@ def crossed(differences: np.ndarray) -> Pooled:
     se = math.sqrt(max(0.0, total) / (seeds * tasks))
     spread = sum((c * ms) ** 2 / k for c, ms, k in terms if c and ms)
     df = total**2 / spread if spread > 0 else float((seeds - 1) * (tasks - 1))
-    if se > 0:
-        p = float(2 * stats.t.sf(abs(mean) / se, df))
-        half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
-    else:  # every difference alike: no variance to scale by, so the exact sign-flip test of
-        # the per-task means (p = 2/2^T for T tasks that all differ alike, 1 when none differ)
-        p, half = sign_flip(by_task).pvalue, 0.0
+    p = float(2 * stats.t.sf(abs(mean) / se, df))
+    half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
     return Pooled(
         seeds, tasks, mean, se, df, p, mean - half, mean + half, seed_var, task_var, ms_resid
     )
@@ -301,4 +303,6 @@ def paired_se(differences: np.ndarray) -> tuple[float, float]:
     d = np.asarray(differences, dtype=float)
     if len(d) < 2:
         return math.nan, 0.0
+    if np.ptp(d) == 0:  # all alike: exactly no spread (np.std may round to 1e-17 instead)
+        return 0.0, float(len(d) - 1)
     return float(np.std(d, ddof=1) / math.sqrt(len(d))), float(len(d) - 1)

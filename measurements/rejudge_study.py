@@ -3,7 +3,7 @@ comparisons from EvalPlus's verdicts: a reader's check that the study's conclusi
 depend on corebench's judge.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/rejudge_study.py \\
-        docs/studies/training-effect
+        docs/studies/grpo-from-sft
 
 Every row's (and seed's) EvalPlus samples file is copied to a scratch folder and judged by
 `python -m evalplus.evaluate --dataset mbpp` (the data file from the data folder, through

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from datetime import datetime, timezone
@@ -81,11 +82,23 @@ def portable(value: Any, root: Path) -> Any:
     if isinstance(value, list):
         return [portable(v, root) for v in value]
     if isinstance(value, str):
-        inside = re.escape(str(Path(root).resolve()))
-        text = re.sub(inside + "/", "", value)
-        text = re.sub(inside + r"(?=[\s\"',]|$)", ".", text)  # the root itself, not a sibling
+        text = value
+        for form in _root_forms(root):
+            text = re.sub(form + "/", "", text)
+            text = re.sub(form + r"(?=[\s\"',]|$)", ".", text)  # the root itself, not a sibling
         return ABSOLUTE_PATH.sub(lambda m: m.group(1), text)
     return value
+
+
+def _root_forms(root: Path) -> list[str]:
+    """Patterns for ``root`` as a path in text: absolute, and relative to the working folder
+    (how a relative ``--out`` reaches checkpoint paths), the latter only as a whole path."""
+    resolved = Path(root).resolve()
+    forms = [re.escape(str(resolved))]
+    relative = os.path.relpath(resolved)
+    if relative != "." and not relative.startswith(".."):
+        forms.append(r"(?<![\w./~-])" + re.escape(relative))
+    return forms
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -100,7 +113,10 @@ def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
 
 # --- rows --------------------------------------------------------------------------------------------
 def planned_tests(config: RunConfig, data_dir: Path | None) -> dict[str, list[tuple[str, int]]]:
-    """Each task's hidden suites as (suite name, tests), in the order the tests run."""
+    """Each task the run covers, with its hidden suites as (suite name, tests), in the order the
+    tests run."""
+    from corebench.harness.runner import select_tasks
+
     benchmark = (
         default_plugins()
         .benchmarks.get(config.benchmark)
@@ -110,7 +126,7 @@ def planned_tests(config: RunConfig, data_dir: Path | None) -> dict[str, list[tu
         task.task_id: [
             (name, len(tests)) for name, tests in benchmark.test_suite(task.task_id).inputs.items()
         ]
-        for task in benchmark.tasks(config.split)
+        for task in select_tasks(benchmark, config)
     }
 
 
@@ -145,6 +161,10 @@ def export_run(
     finally:
         store.close()
     suites = planned_tests(config, data_dir)
+    if len(samples) < len(suites) * config.n:  # an interrupted run: no evidence of it yet
+        raise CorebenchError(
+            f"{run_dir}: {len(samples)} of {len(suites) * config.n} samples, the row has not finished"
+        )
     stem = row_stem(root, name, seed)
     _write_lines(
         stem.with_name(stem.name + ".jsonl"),
@@ -271,13 +291,17 @@ def commit_of(path: Path) -> dict[str, Any]:
 def register(study_file: Path, root: Path, scale: str) -> dict[str, Any]:
     """Record, each time a study's run starts or resumes, which file it ran and whether that
     file was committed before; the first start is the run's start, and every start is kept in
-    ``starts`` (a run resumed from an edited file is then not pre-registered). The study file is
-    copied into the folder as ``study.toml``."""
+    ``starts`` (a run resumed from an edited file is then not pre-registered; a run at another
+    scale in the same folder starts a new record). The study file is copied into the folder as
+    ``study.toml``."""
     path = root / REGISTRATION
     earlier = json.loads(path.read_text()) if path.exists() else {}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     start = {"scale": scale, "sha256": sha256(study_file), **commit_of(study_file), "started": now}
-    starts = [*earlier.get("starts", []), start]
+    before = earlier.get("starts") or ([earlier] if earlier else [])
+    if any(s.get("scale") != scale for s in before):  # another scale's run: a new registration
+        before = []
+    starts = [*before, start]
     record = {**starts[0], "starts": starts}
     root.mkdir(parents=True, exist_ok=True)
     if Path(study_file).resolve() != (root / STUDY_FILE).resolve():

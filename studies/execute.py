@@ -146,8 +146,8 @@ def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[
     for seed, seeded in seeded_studies(study):
         for run in seeded.runs:
             row_seed = seed if study.seeded(run) else None
-            if row_seed is None and seed not in (None, study.header.seeds[0]):
-                continue
+            if row_seed is None and study.header.seeds and seed != study.header.seeds[0]:
+                continue  # a row run once: under the first seed
             key = seeded.run_key(run)
             found = evidence.read_row(layout.root, run.name, row_seed)
             if found is not None and found["settings"].get("run_key") == key:
@@ -159,8 +159,14 @@ def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[
                 )
                 if row_seed is not None:
                     entry["seed"] = row_seed
-                evidence.export_run(layout.root, run.name, row_seed, run_dir, entry, data_dir, key)
+                try:
+                    evidence.export_run(
+                        layout.root, run.name, row_seed, run_dir, entry, data_dir, key
+                    )
+                    continue
+                except CorebenchError:
+                    why = " (unfinished)"
             else:
-                label = run.name + ("" if row_seed is None else f" seed {row_seed}")
-                missing.append(label + (" (stale: the row changed since)" if found else ""))
+                why = " (stale: the row changed since)" if found else ""
+            missing.append(run.name + ("" if row_seed is None else f" seed {row_seed}") + why)
     return missing

@@ -520,9 +520,11 @@ def registration_lines(report: Report) -> list[str]:
             if record.get("commit")
             else "not committed"
         )
+        starts = len(record.get("starts") or [record])
+        resumed = f", resumed {starts - 1} time{'s' * (starts > 2)}" if starts > 1 else ""
         lines.append(
             f"Study file `{record['path']}` as run: sha256 {record['sha256'][:16]}…, {commit}; "
-            f"run began {record['started']}; scale `{record['scale']}`."
+            f"run began {record['started']}{resumed}; scale `{record['scale']}`."
         )
     seeds = report.study.header.seeds
     lines.append(

@@ -23,6 +23,26 @@ def test_editable_install_maps_top_level_folders():
         assert Path(module.__file__).resolve().parent == ROOT / name
 
 
+def test_every_package_folder_is_listed_for_the_wheel():
+    """A folder with an ``__init__.py`` that pyproject's ``packages`` leaves out installs
+    editable (whole folders are mapped) but is missing from a built wheel."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {folder: name for name, folder in setup["package-dir"].items()}
+    found = set()
+    for folder, name in folders.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            if ".venv" in init.parts or "__pycache__" in init.parts:
+                continue
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join([name, *parts]))
+    assert sorted(found - set(setup["packages"])) == []
+
+
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     dist = tmp_path / "dist"

@@ -21,6 +21,7 @@ from corebench.leaderboards.stats import (
     mcnemar,
     minimum_detectable,
     paired,
+    paired_se,
     proportion_interval,
     sign_flip,
     with_holm,
@@ -292,9 +293,16 @@ def test_crossed_satterthwaite_degrees_of_freedom_by_hand():
 
 def test_crossed_degenerate_cases():
     assert crossed(np.zeros((3, 5))).p == 1.0
-    same = crossed(np.full((3, 5), 0.25))  # no variance: the exact sign-flip p of 5 tasks
-    assert same.p == pytest.approx(2 / 2**5) and (same.low, same.high) == (0.25, 0.25)
-    assert same.p == pytest.approx(sign_flip(np.full(5, 0.25)).pvalue)
+    for value, shape in ((0.25, (3, 5)), (0.1, (3, 5)), (1 / 3, (5, 7)), (0.7, (3, 40))):
+        # no variance (0.1 and 1/3 are not exact in binary: a computed variance rounds to 1e-17)
+        same = crossed(np.full(shape, value))
+        flip = sign_flip(np.full(shape[1], value))
+        assert same.se == 0 and same.p == pytest.approx(flip.pvalue)
+        assert (same.low, same.high) == flip.interval(flip.pvalue)
+    assert crossed(np.full((3, 5), 0.25)).p == pytest.approx(2 / 2**5)
+    three = crossed(np.full((3, 3), 0.1))  # 3 tasks: p 0.25, and an interval that holds 0
+    assert three.p == pytest.approx(0.25) and three.low <= 0 <= three.high
+    assert paired_se(np.full(378, 0.1)) == (0.0, 377.0)
     with pytest.raises(ValueError, match="two seeds and two tasks"):
         crossed(np.zeros((1, 5)))
 

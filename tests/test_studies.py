@@ -193,6 +193,16 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     (copy / "trained/seed-1.results.jsonl").unlink()
     missing = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
     assert missing.returncode != 0 and "not run yet: trained seed 1" in missing.stderr
+    # evidence from another version of a row is refused, not reported under the new file
+    direct = next(r for r in seeded[0].runs if r.name == "direct")
+    assert json.loads((out / "direct.run.json").read_text())["run_key"] == seeded[0].run_key(direct)
+    (copy / "study.toml").write_text(
+        TINY.replace(
+            'label = "Chain of thought"', 'label = "Chain of thought"\nmax_new_tokens = 48'
+        )
+    )
+    stale = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
+    assert stale.returncode != 0 and "cot (stale: the row changed since)" in stale.stderr
 
     # a changed entry runs again in its own folder; the others stay as they are
     changed = write(
@@ -208,7 +218,9 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
 
 
 def test_shipped_studies_are_valid_at_both_scales(data_dir):
-    for name in ("magrpo-class.toml", "corecode-comparison.toml", "training-effect.toml"):
+    names = ("magrpo-class.toml", "corecode-comparison.toml", "training-effect.toml",
+             "grpo-from-sft.toml")  # fmt: skip
+    for name in names:
         for scale in ("full", "smoke"):
             spec = load_study(ROOT / "studies" / name, scale, default_plugins(), data_dir)
             assert spec.runs and spec.header.k
@@ -308,6 +320,9 @@ def test_a_study_killed_mid_run_loses_and_repeats_nothing(tmp_path, data_dir):
     proc.wait()
     before = finished()
     assert 0 < len(before) < 15, "killed after some samples of the first run, before its end"
+    # a report from the folder now names the row as unfinished instead of reporting part of it
+    partial = study(str(path), "--out", str(out), "--report-only", "--data-dir", str(data_dir))
+    assert partial.returncode != 0 and "not run yet: direct (unfinished), cot" in partial.stderr
 
     again = study(str(path), "--out", str(out), "--data-dir", str(data_dir))
     assert again.returncode == 0, again.stderr

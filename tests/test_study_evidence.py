@@ -110,8 +110,13 @@ def test_edited_late_or_uncommitted_study_files_are_not_preregistered(repo, tmp_
     assert preregistered(None, sha256(path))[0] is False
 
 
-def test_evidence_holds_no_machine_path(tmp_path):
+def test_evidence_holds_no_machine_path_and_no_relative_path_to_the_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     root = tmp_path / "study"
+    assert portable("grpo from hf:study/checkpoints/sft-1/model, 2 steps", Path("study")) == (
+        "grpo from hf:checkpoints/sft-1/model, 2 steps"
+    )  # a relative --out: the folder as the working folder names it
+    assert portable("other/study/x and study-old/y", root) == "other/study/x and study-old/y"
     value = {
         "out": f"{root}/checkpoints/grpo-1/model",
         "model": f"hf:{root}/checkpoints/sft-2/model",
@@ -134,6 +139,14 @@ def test_evidence_holds_no_machine_path(tmp_path):
 
 def committed_folders() -> list[Path]:
     return sorted(p.parent for p in (ROOT / "docs" / "studies").glob("*/" + STUDY_FILE))
+
+
+def test_every_committed_study_folder_is_one_the_report_can_be_rebuilt_from():
+    """The byte-for-byte test below runs on each folder it finds: it must find them all."""
+    folders = sorted(p for p in (ROOT / "docs" / "studies").iterdir() if p.is_dir())
+    assert folders and folders == committed_folders()
+    for folder in folders:
+        assert (folder / "registration.json").exists() and (folder / "report.md").exists()
 
 
 @pytest.mark.parametrize("folder", committed_folders(), ids=lambda p: p.name)

@@ -11,7 +11,8 @@ criterion one ``Flag`` with its score):
   back from their syntax trees, as similar as ``difflib``'s ratio over their tokens says, at
   least ``code``; code under ``NEAR_DUPLICATE_CODE_MIN_TOKENS`` tokens is not compared;
 - ``tests``: the share of the training task's tests (arguments and expected value; stdin and
-  stdout) that are tests of the evaluation task, at least ``tests``;
+  stdout) that are tests of the evaluation task, at least ``tests``, and at least
+  ``MIN_SHARED_TESTS`` (2) of them;
 - ``name``: the same function name and at least one identical test.
 
 Tests are each task's first suite (MBPP+ and HumanEval+: the base tests, the original asserts),
@@ -201,14 +202,13 @@ def _stated_value(expression: str) -> str | None:
     return None
 
 
-MIN_SHARED_TESTS = 2  # a task with fewer comparable tests has no "tests" criterion at all
+MIN_SHARED_TESTS = 2  # the "tests" criterion needs at least this many identical tests
 
 
 def signatures(suite: FunctionalSuite, expected: list[Any] | None) -> frozenset[str]:
     """The first suite's tests as canonical text: call arguments (or the tested call's arguments
     in an assert-style expression; stdin) with the expected value (stdout; for ``bool(A == B)``
-    asserts, B as written). Fewer than ``MIN_SHARED_TESTS`` such tests give none: one shared
-    test is too little to call two tasks the same."""
+    asserts, B as written)."""
     if not suite.inputs or expected is None:
         return frozenset()
     first = next(iter(suite.inputs.values()))
@@ -226,7 +226,7 @@ def signatures(suite: FunctionalSuite, expected: list[Any] | None) -> frozenset[
         else:
             arguments = list(test)
         out.add(repr((canonical(arguments), canonical(value))))
-    return frozenset(out) if len(out) >= MIN_SHARED_TESTS else frozenset()
+    return frozenset(out)
 
 
 async def _first_expected(
@@ -350,7 +350,7 @@ def near_duplicates(
                 shared[j] = shared.get(j, 0) + 1
         for j, count in shared.items():
             share, e = count / len(t.tests), evaluation[j]
-            if share >= thresholds.tests:
+            if share >= thresholds.tests and count >= MIN_SHARED_TESTS:  # one is too little
                 flags.append(Flag(t.task_id, e.task_id, "tests", share))
             if t.name and t.name == e.name:
                 flags.append(Flag(t.task_id, e.task_id, "name", share))

@@ -19,11 +19,15 @@ from .settings import TrainSettings
 
 def data_fingerprint(data: TrainData) -> str:
     """sha256 over the training tasks as the policy and the rewards see them (expected outputs by
-    their repr: some are dicts keyed by tuples, which JSON cannot hold)."""
+    the repr of their canonical form: some are dicts keyed by tuples, which JSON cannot hold, and
+    sets, whose order changes with the interpreter's hash seed)."""
+    from .contamination import canonical
+
     digest = hashlib.sha256()
     for item in data.tasks:
         suite = item.suite
-        seen = [item.task.task_id, item.task.prompt, suite.content_key, repr(suite.expected)]
+        expected = repr(canonical(suite.expected))
+        seen = [item.task.task_id, item.task.prompt, suite.content_key, expected]
         digest.update(json.dumps(seen).encode())
     return digest.hexdigest()
 
