@@ -243,8 +243,8 @@ def crossed(differences: np.ndarray) -> Pooled:
     MS_resid; σ²_a = (MS_seed − MS_resid)/T, σ²_b = (MS_task − MS_resid)/S, σ²_e = MS_resid, a
     negative estimate set to 0), which in this balanced design are REML's (statsmodels'
     ``MixedLM``, tested) when both are positive; a truncated one drops its term (tested against
-    ``MixedLM`` with that random effect left out). Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), a combination of mean squares
-    whose degrees of freedom are Satterthwaite's: with seeds that disagree the test has about
+    ``MixedLM`` with that random effect left out). Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), a
+    combination of mean squares whose degrees of freedom are Satterthwaite's: with seeds that disagree the test has about
     S − 1 of them, with seeds that agree about T − 1. One seed's rows repeated S times give the
     one-sample t-test of the per-task differences; tasks that all differ alike give the t-test of
     the per-seed means. With every difference alike there is no variance at all: the p-value and

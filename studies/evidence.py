@@ -142,6 +142,10 @@ def outcomes(result: ExecutionResult, suites: list[tuple[str, int]]) -> str:
     return "".join(chars)
 
 
+class UnfinishedRow(CorebenchError):
+    """A row's run holds fewer samples than it plans: there is no evidence of it yet."""
+
+
 def export_run(
     root: Path,
     name: str,
@@ -162,7 +166,7 @@ def export_run(
         store.close()
     suites = planned_tests(config, data_dir)
     if len(samples) < len(suites) * config.n:  # an interrupted run: no evidence of it yet
-        raise CorebenchError(
+        raise UnfinishedRow(
             f"{run_dir}: {len(samples)} of {len(suites) * config.n} samples, the row has not finished"
         )
     stem = row_stem(root, name, seed)

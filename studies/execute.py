@@ -164,7 +164,7 @@ def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[
                         layout.root, run.name, row_seed, run_dir, entry, data_dir, key
                     )
                     continue
-                except CorebenchError:
+                except evidence.UnfinishedRow:
                     why = " (unfinished)"
             else:
                 why = " (stale: the row changed since)" if found else ""
