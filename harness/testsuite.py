@@ -29,7 +29,9 @@ class FunctionalSuite:
     Expected outputs are ``expected`` when the dataset states them (asserts, stdin/stdout pairs),
     otherwise computed by running ``reference_code`` in the sandbox (and cached). With a
     reference, per-test time limits derive from its CPU time; without one, ``time_limit_s``
-    applies. ``comparator`` (owned by the benchmark; a name of a built-in one, or a
+    applies, or applies always with ``time_limit_fixed`` (a benchmark's official limit).
+    ``exit_status`` (stdio): which endings of a program still have their output judged
+    (``protocol.EXIT_STATUSES``). ``comparator`` (owned by the benchmark; a name of a built-in one, or a
     :class:`~corebench.harness.comparators.Comparator`) decides whether an output is acceptable;
     it runs in the harness on plain data, so a solution cannot influence it.
     """
@@ -46,10 +48,16 @@ class FunctionalSuite:
     time_limit_s: float | None = None  # per test, when there is no reference to time
     setup_code: str = ""  # run after the solution, before the tests (MBPP's test_setup_code)
     prelude: str = ""  # run before the solution, in its namespace (a benchmark's implicit imports)
+    time_limit_fixed: bool = False  # time_limit_s even where a reference's CPU time is known
+    exit_status: str = "zero"  # stdio: "zero", "system_exit" or "any" (protocol.EXIT_STATUSES)
 
     def __post_init__(self) -> None:
         if isinstance(self.comparator, str):
             self.comparator = comparator_named(self.comparator)
+        from .sandbox.protocol import EXIT_STATUSES  # the package imports this module
+
+        if self.exit_status not in EXIT_STATUSES:
+            raise ValueError(f"exit_status {self.exit_status!r}: one of {', '.join(EXIT_STATUSES)}")
 
     @property
     def size(self) -> int:
@@ -89,6 +97,8 @@ class FunctionalSuite:
         it is run, and every test input (so a changed dataset or option never reuses a cache)."""
         digest = hashlib.sha256()
         parts = (self.prelude, self.reference_code, self.mode, self.entry_point, self.setup_code)
+        if self.exit_status != "zero":  # how a reference may end decides its outputs
+            parts = (*parts, self.exit_status)
         for part in (*parts, self.fingerprint):
             digest.update(json.dumps(part).encode() + b"\0")
         digest.update(

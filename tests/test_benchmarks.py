@@ -23,6 +23,7 @@ from corebench.harness.registry import default_plugins
 from corebench.harness.runner import Runner
 from corebench.harness.sandbox import Executor
 from corebench.harness.store import Store
+from corebench.plugins.benchmarks.contest_graders import AppsCall
 from corebench.plugins.benchmarks.evalplus_oracles import MBPP_ORACLE_TASKS, EvalPlusComparator
 from corebench.plugins.benchmarks.livecodebench import decode_tests
 
@@ -81,7 +82,9 @@ def test_apps_formats_call_based_and_stdio_tasks():
     apps = bench("apps")
     call = next(t for t in apps.tasks() if t.task_id == "APPS/4002")
     assert call.entry_point == "Solution.maxOf" and "class Solution:" in call.prompt
-    assert isinstance(apps.test_suite("APPS/4002").comparator, Unwrap)  # outputs stored as [value]
+    assert isinstance(
+        apps.test_suite("APPS/4002").comparator, AppsCall
+    )  # outputs stored as [value]
     stdio = next(t for t in apps.tasks() if t.task_id == "APPS/4003")
     assert stdio.entry_point is None and "standard input" in stdio.prompt
     assert stdio.metadata["level"] == "competition"

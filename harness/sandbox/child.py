@@ -364,7 +364,7 @@ def program_process(compiled, job: protocol.Job, fds: dict[str, int], baseline_w
         try:
             exec(compiled, {"__name__": "__main__", "__builtins__": __builtins__})
         except SystemExit as exc:
-            if exc.code not in (None, 0):
+            if exc.code not in (None, 0) and job.exit_status == "zero":
                 os.write(ERROR_FD, f"RuntimeError: exit status {exc.code!r}"[:500].encode())
                 status = 2
         finally:
@@ -425,7 +425,7 @@ def run_program(compiled, job: protocol.Job, test: dict, logs: dict[str, int]) -
             status="timeout",
             error=f"{'wall-clock' if killed == 'wall' else 'CPU-time'} limit exceeded",
         )
-    elif code != 0 or error:
+    elif (code != 0 or error) and job.exit_status != "any":
         status = "memory" if error.startswith("MemoryError") else "error"
         if not error:
             error = f"crashed ({signal.Signals(-code).name})" if code < 0 else f"exit status {code}"

@@ -56,8 +56,9 @@ WATCHED = ("/tmp", "/dev/shm")
 
 
 def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
-    """Per-test CPU limit: from the reference's CPU time when known, else the suite's own."""
-    if reference_cpu_s is None:
+    """Per-test CPU limit: from the reference's CPU time when known, else the suite's own (always
+    the suite's own when it is the benchmark's official limit)."""
+    if reference_cpu_s is None or (suite.time_limit_fixed and suite.time_limit_s):
         return suite.time_limit_s or DEFAULT_TEST_TIME_LIMIT_S
     return max(MIN_TIME_LIMIT_S, TIME_LIMIT_FACTOR * reference_cpu_s)
 
@@ -164,6 +165,7 @@ class Executor:
             entry_point=suite.entry_point if suite.mode == "call" else None,
             setup=suite.setup_code,
             tests=tests,
+            exit_status=suite.exit_status,
             **extra,
         )
 

@@ -29,6 +29,11 @@ import types
 from typing import Any
 
 MODES = ("call", "expr", "stdio")
+# How a stdio program may end and still have its output judged: "zero" (exit status 0 only),
+# "system_exit" (also ``sys.exit(n)``, as graders that run programs in-process and catch
+# SystemExit: LiveCodeBench, APPS), "any" (any ending but a time limit, as CodeContests' tester,
+# which judges the output alone)
+EXIT_STATUSES = ("zero", "system_exit", "any")
 STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
 MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)
 MAX_TEXT = 2000  # error messages and the like
@@ -93,14 +98,16 @@ class Job(_Record):
     requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
     compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
     that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU);
-    ``watched`` (a timing session: folders a timed run must leave as they were).
+    ``watched`` (a timing session: folders a timed run must leave as they were); ``exit_status``
+    (stdio: which endings count as finished, see ``EXIT_STATUSES``).
     """
 
     __slots__ = (
         "code", "mode", "limits", "entry_point", "setup", "tests", "stop_on_error",
-        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu", "watched",
+        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu", "watched", "exit_status",
     )  # fmt: skip
     _setup, _stop_on_error, _load_cpu_limit, _sys_path, _watched = "", True, 5.0, (), ()
+    _exit_status = "zero"
     code: str
     mode: str
     limits: Limits
@@ -114,6 +121,7 @@ class Job(_Record):
     sys_path: list[str] | None
     cpu: int | None
     watched: list[str]
+    exit_status: str
 
     def to_line(self) -> bytes:
         fields = self.to_dict()

@@ -55,6 +55,8 @@ class Tests(Wire):
     reference_code: str = ""
     comparator: str | dict[str, Any] | None = None  # a name, or Comparator.spec(); default exact
     time_limit_s: float | None = Field(None, gt=0, le=MAX_TOTAL_TIME_S)
+    time_limit_fixed: bool = False  # time_limit_s even with a reference (a benchmark's own)
+    exit_status: Literal["zero", "system_exit", "any"] = "zero"  # stdio endings judged
     setup_code: str = ""
     prelude: str = ""
     fingerprint: str = ""
@@ -125,6 +127,7 @@ class Tests(Wire):
         if self.comparator is not None:
             suite.comparator = comparator_from_spec(self.comparator, comparators)
         suite.time_limit_s = self.time_limit_s or suite.time_limit_s
+        suite.time_limit_fixed, suite.exit_status = self.time_limit_fixed, self.exit_status
         return suite
 
     @classmethod
@@ -143,6 +146,8 @@ class Tests(Wire):
             reference_code=suite.reference_code,
             comparator=suite.comparator.spec(),
             time_limit_s=suite.time_limit_s,
+            time_limit_fixed=suite.time_limit_fixed,
+            exit_status=suite.exit_status,
             setup_code=suite.setup_code,
             prelude=suite.prelude,
             fingerprint=suite.fingerprint,

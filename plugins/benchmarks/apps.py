@@ -17,10 +17,30 @@ from corebench.harness.comparators import Tokens, Unwrap
 from corebench.harness.errors import UnknownNameError
 from corebench.harness.examples import io_blocks, statement_examples
 
+from .contest_graders import AppsCall, AppsOutput, apps_int_keys
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
 from .hub_data import HubDataset
 
 LEVELS = ("introductory", "interview", "competition")
+TIME_LIMIT_S = 4.0  # per test, as APPS's grader (``timeout = 4``; there wall-clock, here CPU)
+
+
+def apps_arguments(args: list[Any]) -> list[Any]:
+    """A call's arguments as APPS's grader passes them: a first argument that is a dict with
+    integer keys stated as text replaces the arguments, keyed by integers."""
+    converted = apps_int_keys(args[0]) if args and isinstance(args[0], dict) else None
+    return args if converted is None else [converted]
+
+
+def apps_expected(value: Any) -> Any:
+    """An expected result as APPS's grader compares it: a dict (or a list starting with one)
+    with integer keys stated as text becomes ``[dict keyed by integers]``."""
+    if isinstance(value, dict) and (converted := apps_int_keys(value)) is not None:
+        value = [converted]
+    first = value[0] if isinstance(value, list) and value else None
+    if isinstance(first, dict) and (converted := apps_int_keys(first)) is not None:
+        value = [converted]
+    return value
 
 
 def _text(value: Any) -> str:
@@ -59,14 +79,19 @@ class Apps(ContestBenchmark):
         solutions = json.loads(row["solutions"]) if row.get("solutions") else []
         fn_name = io.get("fn_name")
         starter = row.get("starter_code") or ""
+        official = self.official
         if fn_name:
             entry = f"Solution.{fn_name}" if "class Solution" in starter else fn_name
             suite = FunctionalSuite(
                 entry_point=entry,
                 reference_code=solutions[0] if solutions else "",
-                inputs={"tests": [list(args) for args in inputs]},
-                expected={"tests": outputs},
-                comparator=Unwrap(),  # as APPS's grader: [value] or value
+                inputs={
+                    "tests": [
+                        apps_arguments(list(args)) if official else list(args) for args in inputs
+                    ]
+                },
+                expected={"tests": [apps_expected(o) for o in outputs] if official else outputs},
+                comparator=AppsCall() if official else Unwrap(),
             )
         else:
             entry = None
@@ -75,9 +100,13 @@ class Apps(ContestBenchmark):
                 reference_code=solutions[0] if solutions else "",
                 inputs={"tests": [[_text(i)] for i in inputs]},
                 expected={"tests": [_text(o) for o in outputs]},
-                comparator=Tokens(),  # a contest checker; APPS's own grader compares sets of tokens
+                comparator=AppsOutput() if official else Tokens(),
                 mode="stdio",
+                # its grader runs a program in-process and catches SystemExit
+                exit_status="system_exit" if official else "zero",
             )
+        if official:
+            suite.time_limit_s, suite.time_limit_fixed = TIME_LIMIT_S, True
         # train and test both number their problems from 0: train ids name their split
         task_id = (
             f"APPS/{row['problem_id']}" if split == "test" else f"APPS/{split}/{row['problem_id']}"

@@ -19,6 +19,7 @@ from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import Tokens
 from corebench.harness.errors import UnknownNameError
 
+from .contest_graders import CodeContestsOutput
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
 from .hub_data import HubDataset
 
@@ -33,10 +34,11 @@ SOURCES = {
 }
 PYTHON3 = 3  # the dataset's language enum (1 is Python 2, which cannot serve as a reference)
 SUITES = ("public_tests", "private_tests", "generated_tests")
-# As DeepMind's own checker: tokens compared ignoring case, numbers within 1e-5 (where it compares
-# integers as doubles, corebench compares them exactly; it also allows the tolerance relatively
-# above 1, where doubles cannot hold an absolute 1e-5).
+# grader="tokens": corebench's contest checker with CodeContests' tolerance and case rule (where
+# the official check compares integers as doubles, it compares them exactly, and it allows the
+# tolerance relatively above 1, where doubles cannot hold an absolute 1e-5)
 CHECKER = Tokens(float_tolerance=1e-5, case_sensitive=False)
+DEFAULT_TIME_LIMIT_S = 10.0  # the tester's TestOptions default, for a problem without its own
 
 
 class CodeContests(ContestBenchmark):
@@ -113,9 +115,12 @@ class CodeContests(ContestBenchmark):
                 reference_code=python3[0] if python3 else "",
                 inputs=inputs,
                 expected=expected,
-                comparator=CHECKER,
+                comparator=CodeContestsOutput() if self.official else CHECKER,
                 mode="stdio",
-                time_limit_s=seconds or None,
+                time_limit_s=seconds or (DEFAULT_TIME_LIMIT_S if self.official else None),
+                # the tester's `passed` is the output check alone, whatever the exit status
+                exit_status="any" if self.official else "zero",
+                time_limit_fixed=self.official,
             ),
         )
 

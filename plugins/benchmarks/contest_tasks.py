@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from corebench.harness import Benchmark, FunctionalSuite, Task
 from corebench.harness.errors import UnknownNameError
 
+from .contest_graders import GRADERS
 from .hub_data import HubDataset
 
 STDIO_INSTRUCTION = (
@@ -35,9 +38,23 @@ def task_prompt(statement: str, starter_code: str = "", entry_point: str | None 
 
 
 class ContestBenchmark(Benchmark):
-    """A benchmark loaded from a Hugging Face dataset, one file per split."""
+    """A benchmark loaded from a Hugging Face dataset, one file per split, judged by default as
+    its official grader judges (``contest_graders``)."""
 
     source: ClassVar[HubDataset]
+    comparators = GRADERS
+
+    class Options(Benchmark.Options):
+        grader: Literal["official", "tokens"] = Field(
+            "official",
+            description="official: as the benchmark's own grader checks outputs and ends "
+            "programs (docs/benchmarks.md); tokens: corebench's contest checker (whitespace-"
+            "separated tokens, numbers within a tolerance, exit status 0)",
+        )
+
+    @property
+    def official(self) -> bool:
+        return self.options.grader == "official"
 
     def __init__(self, data_dir: Path | None = None, **options: Any):
         super().__init__(data_dir, **options)
@@ -76,4 +93,6 @@ class ContestBenchmark(Benchmark):
 
     def dataset_info(self) -> dict[str, Any]:
         self.problems("test")
-        return {**self._splits["test"][1], "options": self.options.model_dump()}
+        # the grader is recorded apart too: runs judged by different graders never pool
+        info = self._splits["test"][1]
+        return {**info, "options": self.options.model_dump(), "grader": self.options.grader}

@@ -25,11 +25,12 @@ from corebench.harness import FunctionalSuite, StdioExample, Task, hookimpl
 from corebench.harness.comparators import JsonEqual, Tokens
 from corebench.harness.errors import CorebenchError
 
+from .contest_graders import LiveCodeBenchCall, LiveCodeBenchOutput
 from .contest_tasks import ContestBenchmark, ContestProblem, task_prompt
 from .hub_data import HubDataset
 
 RELEASES = 6  # release_v1 … release_v6
-TIME_LIMIT_S = 6.0  # per test, as LiveCodeBench's own runner
+TIME_LIMIT_S = 6.0  # per test, as LiveCodeBench's own runner (there wall-clock, here CPU time)
 # LiveCodeBench's runner runs every program after star-imports of these modules (and the modules
 # themselves), so a program that forgot an import still runs; its published scores assume it.
 PRELUDE_MODULES = [
@@ -57,6 +58,8 @@ PRELUDE = (
     + "".join(f"import {m}\n" for m in PRELUDE_MODULES if m not in ("builtins", "typing"))
     + "sys.setrecursionlimit(50000)\n"
 )
+# what its evaluation process also sets before any program runs (compute_code_generation_metrics)
+OFFICIAL_PRELUDE = PRELUDE + "sys.set_int_max_str_digits(50000)\n"
 
 
 class _NoGlobals(pickle.Unpickler):
@@ -141,17 +144,26 @@ class LiveCodeBench(ContestBenchmark):
                 f"{json.loads(c['output'])!r}"
                 for c in public
             ]
-            suite = FunctionalSuite(entry, "", inputs, expected=expected, comparator=JsonEqual())
+            comparator = LiveCodeBenchCall() if self.official else JsonEqual()
+            suite = FunctionalSuite(entry, "", inputs, expected=expected, comparator=comparator)
         else:
             entry = None
             examples = [StdioExample(input=c["input"], output=c["output"]) for c in public]
             inputs = {name: [[c["input"]] for c in cs] for name, cs in cases.items() if cs}
             expected = {name: [c["output"] for c in cs] for name, cs in cases.items() if cs}
             suite = FunctionalSuite(
-                "", "", inputs, expected=expected, comparator=Tokens(), mode="stdio"
+                "",
+                "",
+                inputs,
+                expected=expected,
+                comparator=LiveCodeBenchOutput() if self.official else Tokens(),
+                mode="stdio",
+                # its runner calls a program in-process and catches SystemExit: sys.exit(1) ends
+                # a program as print-then-return does
+                exit_status="system_exit" if self.official else "zero",
             )
         suite.time_limit_s = TIME_LIMIT_S
-        suite.prelude = PRELUDE
+        suite.prelude = OFFICIAL_PRELUDE if self.official else PRELUDE
         return ContestProblem(
             Task(
                 task_id=f"LiveCodeBench/{row['question_id']}",
