@@ -121,7 +121,17 @@ def provenance_changes(
     recorded = stored.get("dataset")
     if dataset is not None and recorded is not None and _content(recorded) != _content(dataset):
         before, now = str(recorded.get("sha256", "?")), str(dataset.get("sha256", "?"))
-        changes.append(f"the dataset changed (sha256 {before[:12]}… now {now[:12]}…)")
+        options = (recorded.get("options") or {}, dataset.get("options") or {})
+        if before == now and options[0] != options[1]:  # the same data, judged or chosen otherwise
+            changed = sorted(
+                k for k in {*options[0], *options[1]} if options[0].get(k) != options[1].get(k)
+            )
+            said = ", ".join(
+                f"{k}: {options[0].get(k)!r} now {options[1].get(k)!r}" for k in changed
+            )
+            changes.append(f"the benchmark's options changed ({said})")
+        else:
+            changes.append(f"the dataset changed (sha256 {before[:12]}… now {now[:12]}…)")
     for role, now in (models or {}).items():
         before = (stored.get("models") or {}).get(role)
         if before is None:

@@ -25,6 +25,75 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Whole programs on APPS's first fixture problem (print a + b; tests/fixtures/hf/apps), as
+# (what it probes, code, APPS's verdict, corebench's under grader=official): the first failing
+# test's kind, or "pass". The last two are the differences corebench keeps (documented).
+READ = "a, b = map(int, input().split())\n"
+PROGRAMS = [
+    ("correct", READ + "print(a + b)\n", "pass", "pass"),
+    ("wrong", READ + "print(a - b)\n", "wrong", "wrong"),
+    (
+        "Counter from the header",
+        "c = Counter(input().split())\nprint(sum(map(int, c.elements())))\n",
+        "pass",
+        "pass",
+    ),
+    ("sqrt from the header", READ + "print(a + b + int(sqrt(0)))\n", "pass", "pass"),
+    (
+        "numpy from the header",
+        "print(int(np.sum(list(map(int, input().split())))))\n",
+        "pass",
+        "pass",
+    ),
+    ("exit() is None", READ + "print(a + b)\nexit()\n", "error", "error"),
+    ("quit() is None", READ + "print(a + b)\nquit()\n", "error", "error"),
+    (
+        "sys.exit(0) after the answer",
+        "import sys\n" + READ + "print(a + b)\nsys.exit(0)\n",
+        "pass",
+        "pass",
+    ),
+    (
+        "sys.exit(1) after the answer",
+        "import sys\n" + READ + "print(a + b)\nsys.exit(1)\n",
+        "pass",
+        "pass",
+    ),
+    ("a crash after the answer", READ + "print(a + b)\nraise ValueError\n", "error", "error"),
+    (
+        "a __main__ guard",
+        "def main():\n    " + READ + "    print(a + b)\n\nif __name__ == '__main__':\n    main()\n",
+        "wrong",
+        "wrong",
+    ),
+    ("a syntax error", READ + "print(a + b\n", "error", "error"),
+    (
+        "sys.stdin.buffer (a StringIO there)",
+        "import sys\na, b = map(int, sys.stdin.buffer.readline().split())\nprint(a + b)\n",
+        "error",
+        "pass",
+    ),
+    (
+        "writing to fd 1 (not captured there)",
+        "import os\n" + READ + "os.write(1, f'{a + b}\\n'.encode())\n",
+        "wrong",
+        "pass",
+    ),
+]
+SUM_TESTS = {
+    "inputs": ["1 2\n", "10 -3\n", "1000000000 1000000000\n"],
+    "outputs": ["3\n", "7\n", "2000000000\n"],
+}
+
+
+def apps_kind(results: list | None) -> str:
+    """APPS's per-test results (True, False, -1 error or time limit, -2 compile error) as the
+    first failure's kind."""
+    for result in results or [-1]:
+        if result is not True:
+            return "wrong" if result is False else "error"
+    return "pass"
+
 
 def table_rows() -> dict[str, list[tuple]]:
     """The APPS rows as the test file states them (read as literals, not imported)."""
@@ -86,17 +155,23 @@ def main() -> None:
         code = f"import sys\nsys.stdout.write({output!r})\n"
         problem = {"input_output": {"inputs": [""], "outputs": [expected]}}
         got = apps_verdict(grader, problem, code)
-        same = (got == [True]) == (verdict == "pass")
+        same = got == [verdict == "pass"]  # a crash of the grader agrees with no row
         agree, total = agree + same, total + 1
         print(f"{'ok ' if same else 'BAD'} stdio {output!r} vs {expected!r}: {got} ({rule})")
     for returned, expected, verdict, rule in rows["APPS_CALL"]:
         code = f"def f():\n    return {returned}\n"
         problem = {"input_output": {"inputs": [[]], "outputs": [expected], "fn_name": "f"}}
         got = apps_verdict(grader, problem, code)
-        same = (got == [True]) == (verdict == "pass")
+        same = got == [verdict == "pass"]
         agree, total = agree + same, total + 1
         print(f"{'ok ' if same else 'BAD'} call {returned} vs {expected!r}: {got} ({rule})")
     print(f"rows whose verdict APPS's own grader gives too: {agree} of {total}")
+    same = 0
+    for what, code, expected, _ in PROGRAMS:
+        got = apps_kind(apps_verdict(grader, {"input_output": dict(SUM_TESTS)}, code))
+        same += got == expected
+        print(f"{'ok ' if got == expected else 'BAD'} program, {what}: APPS {got}")
+    print(f"programs APPS's grader judges as stated: {same} of {len(PROGRAMS)}")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,7 @@ PRINTERS: dict[str, str] = {
     "sys-exit-1": f"import sys\nprint({LINES})\nsys.exit(1)\n",
     "sys-exit-text": f"import sys\nprint({LINES})\nsys.exit('bye')\n",
     "exit-builtin": f"print({LINES})\nexit()\n",
+    "quit-builtin": f"print({LINES})\nquit()\n",
     "stderr-noise": f"import sys\nprint('debugging', file=sys.stderr)\nprint({LINES})\n",
     "answer-to-stderr": f"import sys\nprint({LINES}, file=sys.stderr)\n",
     "main-guard": f"def main():\n    print({LINES})\n\nif __name__ == '__main__':\n    main()\n",
@@ -256,6 +257,15 @@ def cases() -> list[Case]:
 # LiveCodeBench's verdicts, corebench's): artefacts of running a program as a function inside the
 # grader's own process with stdin and stdout replaced by text buffers.
 KNOWN_DIFFERENCES = [
+    (
+        "sum",
+        "import os, sys\na, b = map(int, input().split())\nprint(a + b)\nsys.stdout.flush()\n"
+        "os._exit(0)\n",
+        "os._exit(0) after the answer: it ends the runner's own process, and every test counts "
+        "failed (-1)",
+        ["error", "error", "error"],
+        ["pass", "pass", "pass"],
+    ),
     (
         "sum",
         "a, b = map(int, open(0).read().split())\nprint(a + b)\n",

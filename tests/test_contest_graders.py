@@ -68,6 +68,16 @@ LCB_PAIRS = [
 @pytest.mark.parametrize(("output", "expected", "passes"), LCB_PAIRS)
 def test_livecodebench_output_check_is_its_graders(output, expected, passes):
     assert LiveCodeBenchOutput()(output, expected, []) is passes
+    # LiveCodeBench's own line handling gives the same (its grade_stdio, after running a program)
+    grader = versus.load_lcb_grader()
+    got, want = grader.get_stripped_lines(output), grader.get_stripped_lines(expected)
+
+    def same_line(g: str, w: str) -> bool:
+        (ok_g, numbers_g), (ok_w, numbers_w) = map(grader.convert_line_to_decimals, (g, w))
+        return g == w or (ok_g and ok_w and numbers_g == numbers_w)
+
+    theirs = len(got) == len(want) and all(map(same_line, got, want))
+    assert theirs is passes
 
 
 def test_the_tokens_grader_stays_available_and_judges_otherwise():
@@ -173,6 +183,41 @@ def test_apps_output_check_row(output, expected, verdict, rule):
 def test_apps_call_check_row(returned, expected, verdict, rule):
     output = eval(returned)  # noqa: S307 - literals of this file
     assert AppsCall()(output, apps_expected(expected), []) is (verdict == "pass"), rule
+
+
+def _apps_versus():
+    spec = importlib.util.spec_from_file_location(
+        "versus_apps_grader", ROOT / "measurements" / "versus_apps_grader.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_apps_runs_programs_as_its_grader():
+    """Whole programs as APPS's grader runs them (its import header, `exit` and `quit` set to
+    None, no `__main__`, `sys.exit(n)` a normal end), with the two idioms corebench keeps:
+    ``measurements/versus_apps_grader.py`` checks APPS's verdicts on the same programs."""
+    programs = _apps_versus().PROGRAMS
+    apps = Apps(FIXTURES)
+    suite = apps.test_suite("APPS/4001")
+    assert suite.inputs["tests"] == [[i] for i in _apps_versus().SUM_TESTS["inputs"]]
+
+    async def judge_all():
+        executor = Executor(workers=2)
+        jobs = [
+            executor.judge("APPS/4001", i, code, suite)
+            for i, (_, code, _, _) in enumerate(programs)
+        ]
+        return await asyncio.gather(*jobs)
+
+    results = asyncio.run(judge_all())
+    got = {
+        what: next((k for k in versus.corebench_kinds(r) if k != "pass"), "pass")
+        for (what, *_), r in zip(programs, results, strict=True)
+    }
+    assert got == {what: ours for what, _, _, ours in programs}
 
 
 def test_apps_converts_dict_arguments_as_its_grader():
@@ -284,11 +329,12 @@ def test_a_fixed_time_limit_holds_with_a_reference():
     from corebench.harness.sandbox.executor import time_limit
 
     suite = _stdio_suite("zero")
-    assert time_limit(suite, 0.01) == 1.0  # the reference's 4x, with its 1 s floor
     suite.time_limit_s = 4.0
-    assert time_limit(suite, 0.01) == 1.0
+    assert time_limit(suite, 1.0) == 4.0 * 1.0  # the reference's 4x (its factor happens to be 4)
+    assert time_limit(suite, 0.5) == 2.0
     suite.time_limit_fixed = True
-    assert time_limit(suite, 0.01) == 4.0
+    assert time_limit(suite, 0.5) == 4.0
+    assert time_limit(suite, None) == 4.0
 
 
 def test_suites_with_graders_travel_to_the_judging_service_as_data():
@@ -331,4 +377,22 @@ def test_resuming_a_run_under_another_grader_is_refused_as_changed_data():
     official = LiveCodeBench(FIXTURES, release="release_v2").dataset_info()
     loose = LiveCodeBench(FIXTURES, release="release_v2", grader="tokens").dataset_info()
     assert provenance_changes({"dataset": official}, official) == []
-    assert provenance_changes({"dataset": loose}, official)  # the stored run's grader differs
+    assert provenance_changes({"dataset": loose}, official) == [
+        "the benchmark's options changed (grader: 'tokens' now 'official')"
+    ]
+
+
+@pytest.mark.measurement_phase
+@pytest.mark.parametrize(
+    ("exit_status", "ending"),
+    [("system_exit", "import sys\nsys.exit(1)\n"), ("any", "raise ValueError('after')\n")],
+)
+def test_a_program_judged_despite_its_ending_is_measured_too(exit_status, ending):
+    """The measurement phase lets a program end as its judging did (a refusal otherwise)."""
+    suite = _stdio_suite(exit_status)
+    suite.reference_code = "a, b = map(int, input().split())\nprint(a + b)\n"
+    code = suite.reference_code + ending
+    executor = Executor(workers=1)
+    assert asyncio.run(executor.evaluate("t/exit", 0, code, suite)).passed
+    measured = asyncio.run(executor.measure("t/exit", code, suite, 2))
+    assert measured.runtime_ratio is not None and measured.runtime_ratio > 0

@@ -327,6 +327,7 @@ class Executor:
                 "setup": suite.setup_code,
                 "mode": suite.mode,
                 "entry_point": suite.entry_point if suite.mode == "call" else None,
+                "exit_status": suite.exit_status,
             }
             specs[slot] = dict(
                 zip(tests, specs_for(suite, [(i, limit_of(i)) for i in tests]), strict=True)

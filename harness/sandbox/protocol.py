@@ -29,10 +29,10 @@ import types
 from typing import Any
 
 MODES = ("call", "expr", "stdio")
-# How a stdio program may end and still have its output judged: "zero" (exit status 0 only),
-# "system_exit" (also ``sys.exit(n)``, as graders that run programs in-process and catch
-# SystemExit: LiveCodeBench, APPS), "any" (any ending but a time limit, as CodeContests' tester,
-# which judges the output alone)
+# How a stdio program may end and still have its output judged (and timed): "zero" (exit status
+# 0 only), "system_exit" (also ``sys.exit(n)``, as graders that run programs in-process and catch
+# SystemExit: LiveCodeBench, APPS), "any" (any ending but a time limit: CodeContests' tester
+# judges the output alone, a program killed at its limit included, which corebench does not)
 EXIT_STATUSES = ("zero", "system_exit", "any")
 STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
 MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)

@@ -23,6 +23,21 @@ from .hub_data import HubDataset
 
 LEVELS = ("introductory", "interview", "competition")
 TIME_LIMIT_S = 4.0  # per test, as APPS's grader (``timeout = 4``; there wall-clock, here CPU)
+# What APPS's grader runs before every program (``run_test``'s header: imports, numpy among them),
+# and what its ``reliability_guard`` and its module do to a program: ``exit`` and ``quit`` are
+# None, and the program runs in a module named ``tmp_sol``, so a ``__main__`` guard is false.
+OFFICIAL_PRELUDE = (
+    "import sys\nimport time\nimport itertools\n"
+    "from itertools import accumulate, product, permutations, combinations\n"
+    "import collections\n"
+    "from collections import Counter, OrderedDict, deque, defaultdict, ChainMap\n"
+    "from functools import lru_cache\nimport math\n"
+    "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
+    "import fractions\nfrom typing import List, Tuple\nimport numpy as np\nimport random\n"
+    "import heapq\nfrom heapq import *\n"
+    "__import__('builtins').exit = __import__('builtins').quit = None\n"
+    "__name__ = 'tmp_sol'\n"
+)
 
 
 def apps_arguments(args: list[Any]) -> list[Any]:
@@ -107,6 +122,7 @@ class Apps(ContestBenchmark):
             )
         if official:
             suite.time_limit_s, suite.time_limit_fixed = TIME_LIMIT_S, True
+            suite.prelude = OFFICIAL_PRELUDE
         # train and test both number their problems from 0: train ids name their split
         task_id = (
             f"APPS/{row['problem_id']}" if split == "test" else f"APPS/{split}/{row['problem_id']}"

@@ -41,6 +41,12 @@ CHECKER = Tokens(float_tolerance=1e-5, case_sensitive=False)
 DEFAULT_TIME_LIMIT_S = 10.0  # the tester's TestOptions default, for a problem without its own
 
 
+def tester_time_limit(seconds: float) -> float:
+    """A time limit as DeepMind's tester sets it (RLIMIT_CPU: whole seconds, at least 1); the
+    tester takes the limit from its caller, which passes the problem's (10 s without one)."""
+    return float(max(1, int(seconds))) if seconds else DEFAULT_TIME_LIMIT_S
+
+
 class CodeContests(ContestBenchmark):
     name = "codecontests"
     description = "DeepMind CodeContests: stdin/stdout, public/private/generated tests, by source"
@@ -117,7 +123,7 @@ class CodeContests(ContestBenchmark):
                 expected=expected,
                 comparator=CodeContestsOutput() if self.official else CHECKER,
                 mode="stdio",
-                time_limit_s=seconds or (DEFAULT_TIME_LIMIT_S if self.official else None),
+                time_limit_s=tester_time_limit(seconds) if self.official else (seconds or None),
                 # the tester's `passed` is the output check alone, whatever the exit status
                 exit_status="any" if self.official else "zero",
                 time_limit_fixed=self.official,

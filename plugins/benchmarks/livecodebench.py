@@ -58,8 +58,11 @@ PRELUDE = (
     + "".join(f"import {m}\n" for m in PRELUDE_MODULES if m not in ("builtins", "typing"))
     + "sys.setrecursionlimit(50000)\n"
 )
-# what its evaluation process also sets before any program runs (compute_code_generation_metrics)
-OFFICIAL_PRELUDE = PRELUDE + "sys.set_int_max_str_digits(50000)\n"
+# what its evaluation process also sets before any program runs (compute_code_generation_metrics),
+# and its reliability_guard's `quit = None` (`exit` it leaves)
+OFFICIAL_PRELUDE = (  # (before the prelude's star-import of builtins copies `quit`)
+    "__import__('builtins').quit = None\n" + PRELUDE + "sys.set_int_max_str_digits(50000)\n"
+)
 
 
 class _NoGlobals(pickle.Unpickler):
