@@ -122,7 +122,8 @@ def provenance_changes(
     if dataset is not None and recorded is not None and _content(recorded) != _content(dataset):
         before, now = str(recorded.get("sha256", "?")), str(dataset.get("sha256", "?"))
         options = (recorded.get("options") or {}, dataset.get("options") or {})
-        if before == now and options[0] != options[1]:  # the same data, judged or chosen otherwise
+        same_data = "sha256" in recorded and before == now
+        if same_data and options[0] != options[1]:  # the same data, judged or chosen otherwise
             changed = sorted(
                 k for k in {*options[0], *options[1]} if options[0].get(k) != options[1].get(k)
             )

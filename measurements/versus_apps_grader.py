@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Whole programs on APPS's first fixture problem (print a + b; tests/fixtures/hf/apps), as
 # (what it probes, code, APPS's verdict, corebench's under grader=official): the first failing
-# test's kind, or "pass". The last two are the differences corebench keeps (documented).
+# test's kind, or "pass". Where the two differ, corebench keeps its way (docs/design.md): it
+# does not copy what APPS's in-process runner does to `exit`, `quit`, `__name__` and the streams.
 READ = "a, b = map(int, input().split())\n"
 PROGRAMS = [
     ("correct", READ + "print(a + b)\n", "pass", "pass"),
@@ -45,8 +46,8 @@ PROGRAMS = [
         "pass",
         "pass",
     ),
-    ("exit() is None", READ + "print(a + b)\nexit()\n", "error", "error"),
-    ("quit() is None", READ + "print(a + b)\nquit()\n", "error", "error"),
+    ("exit() is None there", READ + "print(a + b)\nexit()\n", "error", "pass"),
+    ("quit() is None there", READ + "print(a + b)\nquit()\n", "error", "pass"),
     (
         "sys.exit(0) after the answer",
         "import sys\n" + READ + "print(a + b)\nsys.exit(0)\n",
@@ -64,7 +65,7 @@ PROGRAMS = [
         "a __main__ guard",
         "def main():\n    " + READ + "    print(a + b)\n\nif __name__ == '__main__':\n    main()\n",
         "wrong",
-        "wrong",
+        "pass",
     ),
     ("a syntax error", READ + "print(a + b\n", "error", "error"),
     (

@@ -373,6 +373,7 @@ def _lcb_child(grader, sample, code, timeout, send) -> None:
     quiet = os.open(os.devnull, os.O_RDWR)  # what programs print outside the grader's capture
     for fd in (0, 1, 2):  # (a multiprocessing child's stdin is /dev/null too)
         os.dup2(quiet, fd)
+    sys.set_int_max_str_digits(50000)  # as LiveCodeBench's evaluation module sets it
     results, _ = grader.run_test(sample, test=code, timeout=timeout)
     send.send([r if isinstance(r, bool) else int(r) for r in results])
 
@@ -405,7 +406,6 @@ def judge_with_lcb(
     ``check_correctness``, with the same global timeout), ``workers`` at a time; verdict kinds
     per test."""
     grader = load_lcb_grader()
-    sys.set_int_max_str_digits(50000)  # as LiveCodeBench's evaluation module sets it
     with ThreadPoolExecutor(workers) as pool:
         return list(pool.map(lambda pc: _lcb_one(grader, pc[0], pc[1], timeout), problems_codes))
 

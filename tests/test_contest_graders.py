@@ -334,7 +334,10 @@ def test_a_fixed_time_limit_holds_with_a_reference():
     assert time_limit(suite, 0.5) == 2.0
     suite.time_limit_fixed = True
     assert time_limit(suite, 0.5) == 4.0
+    assert time_limit(suite, 2.0) == 4.0  # not a floor: the reference's 8 s do not count
     assert time_limit(suite, None) == 4.0
+    suite.time_limit_s = None  # fixed, but no limit of its own: the reference's
+    assert time_limit(suite, 2.0) == 8.0
 
 
 def test_suites_with_graders_travel_to_the_judging_service_as_data():
@@ -385,7 +388,12 @@ def test_resuming_a_run_under_another_grader_is_refused_as_changed_data():
 @pytest.mark.measurement_phase
 @pytest.mark.parametrize(
     ("exit_status", "ending"),
-    [("system_exit", "import sys\nsys.exit(1)\n"), ("any", "raise ValueError('after')\n")],
+    [
+        ("system_exit", "import sys\nsys.exit(1)\n"),
+        ("any", "raise ValueError('after')\n"),
+        ("any", "raise KeyboardInterrupt\n"),
+        ("any", "import os, sys\nsys.stdout.flush()\nos._exit(3)\n"),  # ends the process itself
+    ],
 )
 def test_a_program_judged_despite_its_ending_is_measured_too(exit_status, ending):
     """The measurement phase lets a program end as its judging did (a refusal otherwise)."""

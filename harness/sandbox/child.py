@@ -661,10 +661,11 @@ def timed_process(
             except SystemExit as exc:
                 if exc.code not in (None, 0) and program.exit_status == "zero":
                     raise RuntimeError(f"exit status {exc.code!r}") from None
-            except Exception:
+            except BaseException:
                 if program.exit_status != "any":  # judged by its output alone: timed the same
                     raise
-            sys.stdout.flush()
+            with contextlib.suppress(BaseException):  # as when judged (a closed stdout, say)
+                sys.stdout.flush()
         else:
             namespace: dict = {"__name__": "__main__"}
             exec(program.code, namespace)

@@ -23,9 +23,10 @@ from .hub_data import HubDataset
 
 LEVELS = ("introductory", "interview", "competition")
 TIME_LIMIT_S = 4.0  # per test, as APPS's grader (``timeout = 4``; there wall-clock, here CPU)
-# What APPS's grader runs before every program (``run_test``'s header: imports, numpy among them),
-# and what its ``reliability_guard`` and its module do to a program: ``exit`` and ``quit`` are
-# None, and the program runs in a module named ``tmp_sol``, so a ``__main__`` guard is false.
+# What APPS's grader runs before every program (``run_test``'s header: imports, numpy among them).
+# Not copied, since the reference solutions run after the same prelude and use them: its
+# ``reliability_guard`` sets ``exit`` and ``quit`` to None, and its module is named ``tmp_sol``,
+# so there ``exit()`` fails and a ``__main__`` guard is false (docs/design.md lists these).
 OFFICIAL_PRELUDE = (
     "import sys\nimport time\nimport itertools\n"
     "from itertools import accumulate, product, permutations, combinations\n"
@@ -35,8 +36,6 @@ OFFICIAL_PRELUDE = (
     "from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2\n"
     "import fractions\nfrom typing import List, Tuple\nimport numpy as np\nimport random\n"
     "import heapq\nfrom heapq import *\n"
-    "__import__('builtins').exit = __import__('builtins').quit = None\n"
-    "__name__ = 'tmp_sol'\n"
 )
 
 
