@@ -3,6 +3,7 @@ their suites, lookup by id with "did you mean", splits, and the prompt layout.""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -63,9 +64,9 @@ class ContestBenchmark(Benchmark):
     def split_files(self, split: str) -> list[str]:
         return [split]
 
+    @abstractmethod
     def convert(self, row: dict[str, Any], split: str) -> ContestProblem | None:
         """One dataset row as a problem (None: skipped, e.g. filtered out by an option)."""
-        raise NotImplementedError
 
     def _load(self, split: str) -> tuple[dict[str, ContestProblem], dict[str, Any]]:
         self.check_split(split)
