@@ -86,6 +86,7 @@ MAX_FILE_BYTES = 16 * 1024**2  # largest file a solution may write
 MAX_PROCESSES = 64  # per sandbox (RLIMIT_NPROC; bubblewrap's pid namespace as well)
 ENV_ISOLATION = "COREBENCH_ISOLATION"  # auto (bubblewrap, or refuse) | bwrap | unsafe
 ENV_ENGINE = "COREBENCH_ENGINE"  # fork (a zygote forks each judging child) | exec (fresh bwrap)
+ENV_CGROUP = "COREBENCH_CGROUP"  # where timing sessions make memory cgroups (sandbox/cgroups.py)
 JUDGING_AHEAD_PER_WORKER = 2  # solutions prepared ahead per slot (stored, encoded, reference read)
 
 # --- measurement phase (passing solutions only, one at a time) -----------------------------------
@@ -98,7 +99,9 @@ MEASUREMENT_MAX_REPEATS_FACTOR = 3  # ... up to this many times the repeats aske
 MEASUREMENT_EXTRA_BUDGET_S = 1.0  # ... and this many CPU seconds of extra runs per test
 MEASUREMENT_REPEATS_TRAINING = 3  # timed runs per measured test for training's efficiency rewards
 MEASUREMENT_FIXED_LAYOUT = True  # timed children run without address-space randomization
-MEMORY_FLOOR_BYTES = 64 * 1024  # memory ratios floor both sides here (tiny peaks are noise)
+# memory ratios floor both sides here: a memory cgroup charges pages in per-CPU batches of 64
+# (256 KiB with 4 KiB pages), so a peak is known to about that; below 1 MiB, peaks are noise
+MEMORY_FLOOR_BYTES = 1024**2
 # Calibrated CPU seconds: CPU seconds scaled to a machine that runs the sandbox child's fixed
 # calibration work (`child.calibration_work`) in this long; about the 2-core CI machine's speed.
 CALIBRATION_REFERENCE_S = 28e-6

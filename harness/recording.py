@@ -72,6 +72,7 @@ class Recorder:
                 isolation=self.executor.mode,
                 executor=self.executor.where,
                 memory_limit_bytes=self.executor.memory_bytes,
+                memory_accounting=self.executor.memory_accounting,
                 all_tests=all_tests or self.store.metadata().get("all_tests", False),
             )
         except BaseException:

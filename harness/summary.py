@@ -18,6 +18,7 @@ from evalplus.eval import estimate_pass_at_k
 
 from .config import MEMORY_FLOOR_BYTES
 from .records import Verdict
+from .sandbox.cgroups import RSS_ACCOUNTING
 from .sandbox.isolation import is_unsafe
 from .store import Store
 
@@ -152,6 +153,7 @@ def summarize(store: Store) -> dict[str, Any]:
         "samples": len(rows),
         "wall_s": metadata.get("wall_s"),
         "isolation": metadata.get("isolation"),
+        "memory_accounting": metadata.get("memory_accounting"),
     }
     if not rows:
         return summary
@@ -190,6 +192,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(
             "isolation                  UNSAFE: programs ran unconfined (resource limits only); "
             "their verdicts and measurements are not protected from them"
+        )
+    if summary.get("memory_accounting") == RSS_ACCOUNTING:
+        lines.append(
+            "memory                     resident high-water mark only (no memory cgroup here): "
+            "pages a program keeps outside its address space are not counted"
         )
     if not summary["samples"]:
         return "\n".join([*lines, "no finished samples"])

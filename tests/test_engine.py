@@ -169,8 +169,8 @@ def test_a_fork_runs_without_capabilities():
 def test_a_zygote_that_cannot_start_leaves_programs_to_exec_with_a_warning(monkeypatch):
     real = launch.child_command
 
-    def broken(workdir, mode, fixed_layout=False, zygote=False):
-        argv, home = real(workdir, mode, fixed_layout=fixed_layout, zygote=zygote)
+    def broken(workdir, mode, zygote=False, **options):
+        argv, home = real(workdir, mode, zygote=zygote, **options)
         return (["/bin/false"] if zygote else argv), home
 
     monkeypatch.setattr(launch, "child_command", broken)

@@ -31,10 +31,11 @@ import time
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 import codec  # noqa: E402 - siblings, imported under private names so programs cannot shadow them
+import mounts  # noqa: E402
 import protocol  # noqa: E402
 
 sys.path.remove(_HERE)
-for _name in ("codec", "protocol"):
+for _name in ("codec", "mounts", "protocol"):
     sys.modules[f"_corebench_{_name}"] = sys.modules.pop(_name)
 
 CHANNEL_FD = 1000  # the socket to the harness, out of the way of the program's own descriptors
@@ -491,30 +492,64 @@ REPORT_FD, GO_FD = (
 )  # in a timed run: its answer goes to REPORT_FD; it starts on a byte on GO_FD
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 CLONE_THREAD = 0x00010000
-# Per architecture: (AUDIT_ARCH_*, system calls that start a process, that create state which
-# outlives the process: System V IPC, message queues, keyrings)
+# Per architecture: its AUDIT_ARCH_*; the system calls that start a process ("forks", "clone");
+# that create state which outlives the process ("lasting": System V IPC, message queues,
+# keyrings); that run another program ("exec"); memfd_create ("memfd"); that act on a process
+# named by their first argument ("pid": signals, scheduling, limits, memory of another process)
+# or their second ("who": setpriority and ioprio_set, with the "which" that names one process);
+# and that reach another process whatever their arguments ("never": ptrace, kcmp,
+# perf_event_open, pidfd_send_signal, which takes a /proc/PID folder for a process, setpgid,
+# which could join the timing process's group); "fcntl" and "ioctl" with the commands that
+# name who gets a descriptor's SIGIO (F_SETOWN: only the run; F_SETOWN_EX, FIOSETOWN,
+# SIOCSPGRP: never).
 SYSCALLS = {
-    "x86_64": (
-        0xC000003E,
-        {"fork": 57, "vfork": 58, "clone3": 435},
-        56,  # clone
-        (29, 64, 68, 240, 248, 249, 250),  # shmget semget msgget mq_open add_key request_key keyctl
-    ),
-    "aarch64": (0xC00000B7, {"clone3": 435}, 220, (194, 190, 186, 180, 217, 218, 219)),
+    "x86_64": {
+        "arch": 0xC000003E,
+        "forks": {"fork": 57, "vfork": 58, "clone3": 435},
+        "clone": 56,
+        "lasting": (29, 64, 68, 240, 248, 249, 250),  # shmget semget msgget mq_open *key*
+        "exec": (59, 322),
+        "memfd": 319,
+        # kill tkill tgkill rt_sigqueueinfo rt_tgsigqueueinfo pidfd_open sched_setaffinity
+        # sched_setparam sched_setscheduler sched_setattr prlimit64 process_vm_readv/writev
+        # migrate_pages move_pages
+        "pid": (62, 200, 234, 129, 297, 434, 203, 142, 144, 314, 302, 310, 311, 256, 279),
+        "who": ((141, 0), (251, 1)),  # PRIO_PROCESS, IOPRIO_WHO_PROCESS
+        "never": (101, 312, 298, 424, 109),
+        "fcntl": 72,
+        "ioctl": 16,
+    },
+    "aarch64": {
+        "arch": 0xC00000B7,
+        "forks": {"clone3": 435},
+        "clone": 220,
+        "lasting": (194, 190, 186, 180, 217, 218, 219),
+        "exec": (221, 281),
+        "memfd": 279,
+        "pid": (129, 130, 131, 138, 240, 434, 122, 118, 119, 274, 261, 270, 271, 238, 239),
+        "who": ((140, 0), (30, 1)),
+        "never": (117, 272, 241, 424, 154),
+        "fcntl": 25,
+        "ioctl": 29,
+    },
 }
+PID_PLACEHOLDER = 0x7FFFFFFF  # in the filter: the timed run's own pid, written in by each fork
+F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902
 
 
-def seccomp_filter() -> bytes | None:
-    """A seccomp BPF program that refuses new processes (fork, vfork, clone without
-    CLONE_THREAD; clone3 says ENOSYS, so the C library starts threads with clone) and kernel
-    objects that outlive a process, and allows everything else; None on other architectures."""
+def seccomp_filter(memfd: bool = True) -> tuple[bytes, list[int]] | None:
+    """A seccomp BPF program for a timed run, and the byte offsets where its own pid goes. It
+    refuses new processes (fork, vfork, clone without CLONE_THREAD; clone3 says ENOSYS, so the C
+    library starts threads with clone), running another program, kernel objects that outlive a
+    process, memfd_create unless ``memfd``, and any reach into another process (a process a
+    call names must be this one, or 0: itself), and allows everything else; None on other
+    architectures."""
     import platform
     import struct
 
     known = SYSCALLS.get(platform.machine())
     if known is None:
         return None
-    arch, forks, clone, lasting = known
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
 
     def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -527,26 +562,45 @@ def seccomp_filter() -> bytes | None:
 
     import errno
 
-    prog = [op(ld, 4), op(jeq, arch, 1, 0), refuse(errno.ENOSYS)]  # another ABI: nothing at all
+    def argument(index: int) -> bytes:  # its low 32 bits (a pid_t; little-endian)
+        return op(ld, 16 + 8 * index)
+
+    itself = [op(jeq, 0, 2, 0), op(jeq, PID_PLACEHOLDER, 1, 0), refuse(errno.EPERM), allow]
+    prog = [op(ld, 4), op(jeq, known["arch"], 1, 0), refuse(errno.ENOSYS)]  # another ABI
     prog += [op(ld, 0), op(jge, 0x40000000, 0, 1), refuse(errno.ENOSYS)]  # x32 numbers
-    for name, number in forks.items():
+    for name, number in known["forks"].items():
         prog += [op(jeq, number, 0, 1), refuse(errno.ENOSYS if name == "clone3" else errno.EAGAIN)]
-    for number in lasting:
+    refused = [*known["lasting"], *known["exec"], *known["never"]]
+    for number in refused + ([] if memfd else [known["memfd"]]):
         prog += [op(jeq, number, 0, 1), refuse(errno.EPERM)]
-    prog += [op(jeq, clone, 1, 0), allow, op(ld, 16), op(jset, CLONE_THREAD, 1, 0)]
+    for number in known["pid"]:  # A holds the number again after a block it skips
+        prog += [op(jeq, number, 0, 1 + len(itself)), argument(0), *itself]
+    for number, which in known["who"]:
+        block = [argument(0), op(jeq, which, 0, 3), argument(1), *itself]
+        prog += [op(jeq, number, 0, len(block)), *block]
+    # fcntl(fd, F_SETOWN, pid): the run only; F_SETOWN_EX (a pid in a struct): never
+    block = [argument(1), op(jeq, F_SETOWN_EX, 6, 0), op(jeq, F_SETOWN, 0, 6), argument(2)]
+    block += [*itself, refuse(errno.EPERM), allow]
+    prog += [op(jeq, known["fcntl"], 0, len(block)), *block]
+    block = [argument(1), op(jeq, FIOSETOWN, 1, 0), op(jeq, SIOCSPGRP, 0, 1), refuse(errno.EPERM)]
+    prog += [op(jeq, known["ioctl"], 0, len(block) + 1), *block, allow]
+    prog += [op(jeq, known["clone"], 1, 0), allow, op(ld, 16), op(jset, CLONE_THREAD, 1, 0)]
     prog += [refuse(errno.EAGAIN), allow]  # args[0] (flags): a thread may start, a process not
-    return b"".join(prog)
+    offsets = [8 * i + 4 for i, code in enumerate(prog) if code == itself[1]]
+    return b"".join(prog), offsets
 
 
 class Confinement:
     """What a timed run applies to itself before its program runs, so that its work cannot move
-    to another process: the seccomp filter (prepared here, once: a timed run imports nothing)."""
+    to another process and it cannot reach one: the seccomp filter (prepared here, once: a timed
+    run imports nothing; each fork writes its own pid into its copy)."""
 
-    def __init__(self):
+    def __init__(self, memfd: bool = True):
         self.prctl = self.fprog = None
-        program = seccomp_filter()
-        if program is None:
+        prepared = seccomp_filter(memfd)
+        if prepared is None:
             return
+        program, self.offsets = prepared
         with contextlib.suppress(Exception):
             import ctypes
 
@@ -560,33 +614,50 @@ class Confinement:
     def apply(self) -> bytes:
         """The seccomp filter (b"s"), else RLIMIT_NPROC 1, which stops threads too (b"n", where
         the kernel enforces it: not for root), else nothing (b"-")."""
-        if self.prctl is not None and (
-            self.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-            and self.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) == 0
-        ):
-            return b"s"
+        if self.prctl is not None:
+            pid = os.getpid().to_bytes(4, sys.byteorder)
+            for offset in self.offsets:
+                self._code[offset : offset + 4] = pid
+            if (
+                self.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                and self.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) == 0
+            ):
+                return b"s"
         set_limit("RLIMIT_NPROC", 1)
         return b"n" if os.getuid() != 0 else b"-"
 
 
-def file_state(folders: list[str]) -> list[tuple]:
-    """Every name under ``folders`` with its inode, type, size and modification and change times
-    (a timed run that changes any of it could hand state to the next; the change time moves
-    with every write, and no program can set it back)."""
-    entries: list[tuple] = []
-    for folder in folders:
-        for root, dirs, files in os.walk(folder):
-            for name in sorted(dirs + files):
-                with contextlib.suppress(OSError):
-                    st = os.lstat(os.path.join(root, name))
-                    entries.append(
-                        (root, name, st.st_ino, st.st_mode, st.st_size)
-                        + (st.st_mtime_ns, st.st_ctime_ns)
-                    )
-    for table in ("shm", "sem", "msg"):  # System V IPC of this namespace (refused anyway)
-        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{table}", "rb") as f:
-            entries.append((table, f.read()))
-    return entries
+class MemoryCounter:
+    """The memory cgroup a timing session joins (``cgroups.SessionCgroup``, handed over as an
+    open folder): its timed runs are forks of it, in it, and the kernel charges every page they
+    cause to it. The session is idle while a run goes: the run's peak is the cgroup's peak above
+    its usage at the go."""
+
+    def __init__(self, spec: str):
+        number, version = spec.split(":")
+        folder = int(number)
+        peak, usage = {
+            "v1": ("memory.max_usage_in_bytes", "memory.usage_in_bytes"),
+            "v2": ("memory.peak", "memory.current"),
+        }[version]
+        try:
+            procs = os.open("cgroup.procs", os.O_WRONLY, dir_fd=folder)
+            try:
+                os.write(procs, b"0")  # this process, and every fork it makes from now on
+            finally:
+                os.close(procs)
+            self.peak_fd = high(os.open(peak, os.O_RDWR, dir_fd=folder))
+            self.usage_fd = high(os.open(usage, os.O_RDONLY, dir_fd=folder))
+        finally:
+            os.close(folder)
+
+    def start(self) -> int:
+        """Reset the peak to the usage now (cgroup v2: for this descriptor), and return it."""
+        os.write(self.peak_fd, b"0")
+        return int(os.pread(self.usage_fd, 64, 0))
+
+    def peak(self) -> int:
+        return int(os.pread(self.peak_fd, 64, 0))
 
 
 REHEARSAL = compile(
@@ -623,7 +694,7 @@ class Program:
 
 def timed_process(
     program: Program,
-    confinement: Confinement,
+    session: Session,
     job: protocol.Job,
     prepared,
     fds: dict[str, int],
@@ -638,10 +709,20 @@ def timed_process(
         os.dup2(devnull, 2)
         os.dup2(report, REPORT_FD)
         os.dup2(go, GO_FD)
-        os.closerange(GO_FD + 1, 1 << 16)  # the channel, logs and every other descriptor
-        drop_privileges(job.drop_to)
+        os.closerange(GO_FD + 1, 1 << 16)  # the channel, counters and every other descriptor
+        os.setpgid(0, 0)  # its own process group: a signal to "its group" reaches it alone
+        placed = True
+        if session.places:  # nowhere to keep state: fresh, empty folders, gone with the run
+            try:
+                mounts.fresh_places(session.places, job.limits.fsize)
+            except OSError:
+                placed = False
+        if os.geteuid() == 0:
+            drop_privileges(job.drop_to)
+        elif session.places:
+            mounts.drop_capabilities()  # CAP_SYS_ADMIN (its user namespace's) was for the mounts
         set_limit("RLIMIT_FSIZE", job.limits.fsize)
-        guard = confinement.apply()
+        guard = session.confinement.apply() if placed else b"-"
         rehearse(prepared if program.mode == "call" else ())
         os.write(REPORT_FD, b"r" + guard)
         if os.read(GO_FD, 1) != b"g":
@@ -718,25 +799,29 @@ def read_report(fd: int, pidfd: int, clock: int, cpu_limit: float, deadline: flo
             return None, "an answer larger than the report limit"
 
 
-def timed_run(
-    program: Program,
-    confinement: Confinement,
-    job: protocol.Job,
-    test: dict,
-    prepared,
-    watched: list[str],
-) -> bytes:
+class Session:
+    """What every timed run of a timing session shares: the seccomp filter, the folders it gets
+    fresh (``places``: the plan, worked out once), and the memory cgroup that counts its pages
+    (None: its resident high-water mark, ``ru_maxrss``, is all there is)."""
+
+    def __init__(self, job: protocol.Job, memory: str | None):
+        self.memory = MemoryCounter(memory) if memory else None
+        # without a memory cgroup, pages in a memfd would be memory no count sees
+        self.confinement = Confinement(memfd=self.memory is not None)
+        self.places = mounts.places(job.fresh)
+
+
+def timed_run(program: Program, session: Session, job: protocol.Job, test: dict, prepared) -> bytes:
     """One fresh fork of this process runs the program once on ``test``'s input, measured here:
-    CPU from the go to the answer, peak memory above its memory at the go; a ``timed`` line."""
+    CPU from the go to the answer, peak memory above the memory at the go; a ``timed`` line."""
     fds: dict[str, int] = {}
     if program.mode == "stdio":
         fds = {"stdin": memfd("stdin", prepared), "stdout": memfd("stdout")}
     report_r, report_w = map(high, os.pipe())
     go_r, go_w = map(high, os.pipe())
-    before = file_state(watched)
     pid = os.fork()
     if pid == 0:
-        timed_process(program, confinement, job, prepared, fds, report_w, go_r)
+        timed_process(program, session, job, prepared, fds, report_w, go_r)
     os.close(report_w)
     os.close(go_r)
     clock = ((~pid) << 3) | 2  # its CPU clock, all threads, read from outside
@@ -752,7 +837,11 @@ def timed_run(
         elif confined[1:] == b"-":
             result = {"status": "error", "error": protocol.UNCONFINED}
         else:
-            start_cpu, start_kb = time.clock_gettime(clock), rss_kb(pid)
+            start_cpu = time.clock_gettime(clock)
+            if session.memory is not None:
+                start_bytes = session.memory.start()
+            else:
+                start_kb = rss_kb(pid)
             started = time.perf_counter()
             os.write(go_w, b"g")
             line, why = read_report(report_r, pidfd, clock, cpu_limit, started + wall_limit)
@@ -770,6 +859,7 @@ def timed_run(
         with contextlib.suppress(OSError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         _, status, usage = os.wait4(pid, 0)
+        peak_bytes = session.memory.peak() if session.memory is not None else None
         os.close(pidfd)
         for fd in (report_r, go_w):
             os.close(fd)
@@ -786,18 +876,14 @@ def timed_run(
         os.close(fd)
     if "line" not in result:
         return protocol.event_line({"event": "timed", **result})
-    if file_state(watched) != before:
-        return protocol.event_line(
-            {"event": "timed", "status": "error", "error": "it changed files while timed"}
-        )
     end_cpu = result["end"]
     if end_cpu is None:
         end_cpu = usage.ru_utime + usage.ru_stime
-    measured = {
-        "cpu": end_cpu - result["start"],
-        "wall": result["wall"],
-        "peak_kb": max(0, usage.ru_maxrss - start_kb),
-    }
+    if peak_bytes is not None:
+        peak_kb = max(0, peak_bytes - start_bytes) // 1024
+    else:
+        peak_kb = max(0, usage.ru_maxrss - start_kb)
+    measured = {"cpu": end_cpu - result["start"], "wall": result["wall"], "peak_kb": peak_kb}
     # its own line, with the measurements put first (an output, when there is one, stays last)
     try:
         event = protocol.parse_event(result["line"].rstrip(b"\n"))
@@ -846,18 +932,18 @@ def read_exact(fd: int, n: int, deadline: float) -> bytes | None:
     return data
 
 
-def serve_timing(job: protocol.Job, channel: Channel) -> None:
+def serve_timing(job: protocol.Job, channel: Channel, memory: str | None = None) -> None:
     """A timing session, for any number of programs: ``program`` compiles one (``load``),
     ``prepare`` decodes a test's input here (once, before any fork), and each ``time`` request is
-    one timed run of the program on it in a fresh fork."""
+    one timed run of the program on it in a fresh fork. ``memory``: the memory cgroup handed
+    over (``FD:VERSION``), if any."""
     not_dumpable()
     import array  # noqa: F401 - what encoding an answer imports: loaded once, here, not per run
     import hashlib  # noqa: F401
     import io  # noqa: F401
     import pickle  # noqa: F401
 
-    confinement = Confinement()
-    watched = [os.getcwd(), *job.watched]
+    session = Session(job, memory)
     program: Program | None = None
     test, prepared = None, None
     while (request := channel.receive()) is not None:
@@ -885,7 +971,7 @@ def serve_timing(job: protocol.Job, channel: Channel) -> None:
             del request
             channel.send({"event": "prepared"})
         elif op == "time" and program is not None and test is not None:
-            channel.write(timed_run(program, confinement, job, test, prepared, watched))
+            channel.write(timed_run(program, session, job, test, prepared))
         else:
             raise ValueError(f"unexpected request {op!r}")
 
@@ -913,7 +999,7 @@ def main() -> None:
     install_exit_builtins()
     channel.send({"event": "ready"})  # the harness learns this process's pid from the socket
     if job.tests is None:
-        serve_timing(job, channel)
+        serve_timing(job, channel, memory_cgroup_argument())
     elif job.mode == "stdio":
         serve_programs(job, channel)
     else:
@@ -924,6 +1010,14 @@ def main() -> None:
             judge_calls(job, channel, loaded)
     channel.wait_for_close()
     os._exit(0)
+
+
+def memory_cgroup_argument() -> str | None:
+    """``--memory-cgroup FD:VERSION`` on the command line (a timing session's, from the harness)."""
+    args = sys.argv[1:]
+    if "--memory-cgroup" in args[:-1]:
+        return args[args.index("--memory-cgroup") + 1]
+    return None
 
 
 def median(values: list[float]) -> float:

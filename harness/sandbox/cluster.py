@@ -34,6 +34,7 @@ from ..errors import CorebenchError
 from ..examples import Example
 from ..records import ExecutionResult, Measurement, TestOutcome
 from ..testsuite import FunctionalSuite
+from .cgroups import RSS_ACCOUNTING
 
 _CLUSTERS: dict[tuple[str, str | None], Cluster] = {}  # one connection and actor set per process
 
@@ -73,6 +74,7 @@ class SandboxNode:
             "engine": self.executor.engine,
             "workers": self.executor.workers,
             "memory_bytes": self.executor.memory_bytes,
+            "memory_accounting": self.executor.memory_accounting,
         }
 
     async def references_timed(self) -> int:
@@ -129,6 +131,11 @@ class Cluster:
         if len(modes) > 1:
             raise CorebenchError(f"Ray nodes confine programs differently: {sorted(modes)}")
         self.mode = modes.pop()
+        # the weakest of the nodes' (a node without a memory cgroup counts resident memory only)
+        accounting = {n.info.get("memory_accounting") for n in self.nodes}
+        self.memory_accounting = (
+            RSS_ACCOUNTING if RSS_ACCOUNTING in accounting else accounting.pop()
+        )
 
     def _alive_nodes(self) -> list[dict[str, Any]]:
         return [
@@ -258,6 +265,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, isolation: str | None = None):
         self.cluster = connect(address, isolation)
         self.mode = self.cluster.mode
+        self.memory_accounting = self.cluster.memory_accounting
         self.engine = "ray"
         self.where = f"ray {address or os.environ.get('RAY_ADDRESS') or 'local'}"
         self._suites: Bounded[int, tuple[FunctionalSuite, Any]] = Bounded(1024)

@@ -34,9 +34,11 @@ from ..examples import Example
 from ..records import ExecutionResult, Measurement, TestOutcome, Verdict
 from ..testsuite import FunctionalSuite
 from . import protocol
+from .cgroups import memory_accounting
 from .isolation import (
     BWRAP,
     NOBODY,
+    SANDBOX_HOME,
     drop_to_nobody,
     isolation_mode,
     memory_limit_bytes,
@@ -50,9 +52,9 @@ from .supervisor import Budget, Stopped
 from .timing import REFERENCE, SOLUTION, Timed, Timer
 from .verdicts import Verdicts
 
-# What a timed run may write to, besides its working folder, inside bubblewrap: it must leave
-# them as they were (a run that hands state to the next is refused).
-WATCHED = ("/tmp", "/dev/shm")
+# What a timed run may write to inside bubblewrap (the rest is read-only): each run gets them
+# fresh and empty, and they are gone with it, so no run can hand state to the next.
+FRESH = (SANDBOX_HOME, "/tmp", "/dev/shm")
 
 
 def time_limit(suite: FunctionalSuite, reference_cpu_s: float | None) -> float:
@@ -93,6 +95,9 @@ class Executor:
         if self.zygotes is not None:  # no zygote outlives its executor
             weakref.finalize(self, self.zygotes.close)
         self.memory_bytes = memory_bytes or memory_limit_bytes()
+        # how timed runs' peak memory is counted: "cgroup" (every page), or "rss" (the resident
+        # high-water mark, which pages kept out of the address space do not reach)
+        self.memory_accounting = memory_accounting()
         self.workers = workers or os.cpu_count() or 1
         self._slots = asyncio.Semaphore(self.workers)
         # one thread per slot, of its own: a judging run never waits in the event loop's shared
@@ -111,7 +116,7 @@ class Executor:
                 "",
                 mode="call",
                 cpu_budget=24 * 3600,
-                watched=list(WATCHED) if self.mode == BWRAP else [],
+                fresh=list(FRESH) if self.mode == BWRAP else [],
             ),
             self.mode,
         )

@@ -140,19 +140,28 @@ def _readonly_roots() -> list[str]:
 
 
 def child_command(
-    workdir: str, mode: str, fixed_layout: bool = False, zygote: bool = False
+    workdir: str,
+    mode: str,
+    fixed_layout: bool = False,
+    zygote: bool = False,
+    timing: bool = False,
+    memory_cgroup: str | None = None,
 ) -> tuple[list[str], str]:
     """The argv that runs the sandbox child, and the working directory it sees.
 
     ``fixed_layout`` (measurement phase) turns address-space randomization off for the child, where
     util-linux's ``setarch`` exists: a randomized layout alone moves a pure-Python loop's speed by a
     few per cent from one process to the next. ``zygote`` runs ``zygote.py`` instead, in the same
-    sandbox, keeping CAP_SYS_ADMIN (in its user namespace) to give each fork namespaces of its own.
+    sandbox, keeping CAP_SYS_ADMIN (in its user namespace) to give each fork namespaces of its own;
+    a ``timing`` session keeps it too, to give each timed run fresh folders. ``memory_cgroup``
+    (``FD:VERSION``): the cgroup a timing session joins, an open folder it inherits.
     """
     child = str(Path(__file__).with_name("zygote.py" if zygote else "child.py"))
     # -S: no site processing (.pth files, editable-install finders: ~40 ms per start); the job
     # lists the site-packages folders instead, so solutions can still import installed packages.
     python = [sys.executable, "-I", "-S", "-B", child]
+    if memory_cgroup is not None:
+        python += ["--memory-cgroup", memory_cgroup]
     setarch = shutil.which("setarch") if fixed_layout and sys.platform.startswith("linux") else None
     prefix = [setarch, "--addr-no-randomize"] if setarch else []
     if mode != BWRAP:
@@ -167,7 +176,7 @@ def child_command(
     ]
     if os.geteuid() != 0:  # unprivileged bubblewrap; root instead drops to NOBODY in the child
         argv.append("--unshare-user")
-        if zygote:
+        if zygote or timing:
             argv += ["--cap-add", "CAP_SYS_ADMIN"]
     # /proc read-only: a program cannot reset its own memory high-water mark (the harness resets
     # it through the host's /proc); /tmp first: the binds below may live under it (a checkout or

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..config import ENV_ENGINE
 from ..errors import CorebenchError
 from .accounting import ProcessMeter
+from .cgroups import SessionCgroup
 from .isolation import BWRAP, child_command, minimal_env
 
 ENGINES = ("fork", "exec")
@@ -63,10 +64,18 @@ def _tail(path: Path, start: int = 0, limit: int = 64 * 1024) -> str:
 class ExecLaunch:
     """A child exec'd in a fresh bubblewrap (or unconfined, when asked), in a fresh folder."""
 
-    def __init__(self, mode: str, fixed_layout: bool = False):
+    def __init__(self, mode: str, fixed_layout: bool = False, timing: bool = False):
         self.folder = tempfile.mkdtemp(prefix="corebench-")
         os.chmod(self.folder, 0o777)
-        argv, home = child_command(self.folder, mode, fixed_layout=fixed_layout)
+        # a timing session counts its runs' memory in a cgroup of its own, where one can be made
+        self.cgroup = SessionCgroup.made() if timing else None
+        argv, home = child_command(
+            self.folder,
+            mode,
+            fixed_layout=fixed_layout,
+            timing=timing,
+            memory_cgroup=self.cgroup.spec() if self.cgroup is not None else None,
+        )
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._log = open(Path(self.folder, "launcher.txt"), "wb")  # noqa: SIM115
         try:
@@ -78,9 +87,16 @@ class ExecLaunch:
                 stdout=subprocess.DEVNULL,
                 stderr=self._log,  # bubblewrap's or the interpreter's own complaints
                 start_new_session=True,  # its own process group: killing it kills every descendant
+                pass_fds=[self.cgroup.fd] if self.cgroup is not None else [],
             )
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.close()
+            raise
         finally:
             theirs.close()
+            if self.cgroup is not None:
+                self.cgroup.handed_over()
 
     def kill(self, meter: ProcessMeter | None = None) -> None:
         """Kill the child's process group, and the child (known by ``meter``) itself."""
@@ -99,6 +115,10 @@ class ExecLaunch:
     def close(self) -> str:
         """Release everything; returns what the launcher printed."""
         self.kill()  # whatever it left behind in its group
+        if self.cgroup is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)  # the session has left its cgroup
+            self.cgroup.close()
         self._log.close()
         text = _tail(Path(self.folder, "launcher.txt"))
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -246,13 +266,13 @@ class ZygotePool:
         self._lock = threading.Lock()
         self.available = True
 
-    def launch(self, fixed_layout: bool = False) -> ExecLaunch | ForkLaunch:
+    def launch(self, fixed_layout: bool = False, timing: bool = False) -> ExecLaunch | ForkLaunch:
         """A started child: forked when a zygote serves, exec'd otherwise."""
-        if self.available and not fixed_layout:
+        if self.available and not (fixed_layout or timing):
             zygote = self._take()
             if zygote is not None:
                 return ForkLaunch(self, zygote)
-        return ExecLaunch(self.mode, fixed_layout=fixed_layout)
+        return ExecLaunch(self.mode, fixed_layout=fixed_layout, timing=timing)
 
     def _take(self) -> Zygote | None:
         while True:

@@ -98,15 +98,15 @@ class Job(_Record):
     requests); ``stop_on_error``; ``load_cpu_limit`` (stdio:
     compiling; call/expr: enforced by the harness); ``self_timing``; ``drop_to`` (the uid and gid
     that run program code when the child is root); ``sys_path``; ``cpu`` (pin to this CPU);
-    ``watched`` (a timing session: folders a timed run must leave as they were); ``exit_status``
+    ``fresh`` (a timing session: the folders each timed run gets fresh and empty, gone after it); ``exit_status``
     (stdio: which endings count as finished, see ``EXIT_STATUSES``).
     """
 
     __slots__ = (
         "code", "mode", "limits", "entry_point", "setup", "tests", "stop_on_error",
-        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu", "watched", "exit_status",
+        "load_cpu_limit", "self_timing", "drop_to", "sys_path", "cpu", "fresh", "exit_status",
     )  # fmt: skip
-    _setup, _stop_on_error, _load_cpu_limit, _sys_path, _watched = "", True, 5.0, (), ()
+    _setup, _stop_on_error, _load_cpu_limit, _sys_path, _fresh = "", True, 5.0, (), ()
     _exit_status = "zero"
     code: str
     mode: str
@@ -120,7 +120,7 @@ class Job(_Record):
     drop_to: int | None
     sys_path: list[str] | None
     cpu: int | None
-    watched: list[str]
+    fresh: list[str]
     exit_status: str
 
     def to_line(self) -> bytes:

@@ -101,12 +101,13 @@ class Child:
         mode: str,
         fixed_layout: bool = False,
         zygotes: ZygotePool | None = None,
+        timing: bool = False,
     ):
         self.started = time.perf_counter()
         if zygotes is not None:
-            self.launch: ExecLaunch | ForkLaunch = zygotes.launch(fixed_layout)
+            self.launch: ExecLaunch | ForkLaunch = zygotes.launch(fixed_layout, timing)
         else:
-            self.launch = ExecLaunch(mode, fixed_layout=fixed_layout)
+            self.launch = ExecLaunch(mode, fixed_layout=fixed_layout, timing=timing)
         self.workdir = self.launch.folder
         self.sock = self.launch.sock
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)

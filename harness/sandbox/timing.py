@@ -143,7 +143,9 @@ class Timer:
 
     def _started(self, slot: str) -> Child:
         if slot not in self.children:
-            child = Child(self.job, mode=self.mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT)
+            child = Child(
+                self.job, mode=self.mode, fixed_layout=MEASUREMENT_FIXED_LAYOUT, timing=True
+            )
             try:
                 child.expect("ready", Budget(None, wall_budget(STARTUP_ALLOWANCE_S)))
             except Stopped as stop:

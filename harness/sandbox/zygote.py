@@ -39,6 +39,7 @@ import child  # noqa: E402 - the child's code, run in each fork
 
 sys.path.remove(_HERE)
 sys.modules["_corebench_child"] = sys.modules.pop("child")
+mounts = child.mounts  # mount namespaces and fresh folders, shared with timed runs
 
 # What programs import most (MBPP+, HumanEval+, contest solutions): loaded once, here, instead of
 # in every child. A program sees them in sys.modules, as it would after importing them itself.
@@ -49,43 +50,12 @@ PRELOAD = (
 )  # fmt: skip
 
 CONTROL_FD = 1001
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
-    1, 2, 4, 32, 4096, 16384, 1 << 18,
-)  # fmt: skip
-# A remount must keep the flags a mount has (a user namespace may not clear them): statvfs's
-# ST_* flag -> mount's MS_* flag.
-KEPT_FLAGS = {2: 2, 4: 4, 8: 8, 1024: 1024, 2048: 2048, 4096: 1 << 21}
 PR_SET_DUMPABLE = 4
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SANDBOX = "/sandbox"
 SETUP_FAILED = 125  # the intermediate could not confine the child
 
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
-    encode = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(
-        _libc.mount(encode(source), target.encode(), encode(fstype), flags, encode(data) or None),
-        f"mount {target}",
-    )
-
-
-def drop_capabilities() -> None:
-    """No capabilities left in any set (the zygote's CAP_SYS_ADMIN was for the namespaces)."""
-    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _check(_libc.capset(header, data), "capset")
-
-
-Plan = tuple[list[tuple[str, int]], list[tuple[str, list[str]]]]
+Plan = tuple[list[tuple[str, int]], "mounts.Places"]
 
 
 def confinement_plan() -> Plan:
@@ -95,61 +65,22 @@ def confinement_plan() -> Plan:
     zygote's, which never changes (a fork's own mounts never propagate back), so each fork
     would find the same; working it out there cost each program about a millisecond of CPU
     (reading /proc/self/mountinfo twice, and the copy-on-write faults of that Python code)."""
-    remounts = [(path, kept_flags(path)) for path in ("/", "/dev")]
-    fresh = [(path, mounts_below(path)) for path in ("/tmp", "/dev/shm") if os.path.isdir(path)]
-    return remounts, fresh
+    remounts = [(path, mounts.kept_flags(path)) for path in ("/", "/dev")]
+    return remounts, mounts.places(["/tmp", "/dev/shm"])
 
 
 def confine(folder: str, plan: Plan) -> None:
     """In the intermediate: the namespaces and mounts a fresh bubblewrap would give."""
     remounts, fresh = plan
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID), "unshare")
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the zygote
-    mount(folder, SANDBOX, None, MS_BIND | MS_REC)  # its own folder, and no other program's
+    mounts.unshare(mounts.CLONE_NEWNS | mounts.CLONE_NEWIPC | mounts.CLONE_NEWPID)
+    # nothing below propagates back to the zygote
+    mounts.mount(None, "/", None, mounts.MS_REC | mounts.MS_PRIVATE)
+    # its own folder, and no other program's
+    mounts.mount(folder, SANDBOX, None, mounts.MS_BIND | mounts.MS_REC)
     for path, flags in remounts:  # where earlier programs could otherwise leave files
-        read_only(path, flags)
+        mounts.read_only(path, flags)
     for path, below in fresh:  # fresh and empty, as bubblewrap's
-        fresh_tmpfs(path, below)
-
-
-def kept_flags(path: str) -> int:
-    """The flags a read-only remount of the mount at ``path`` must keep."""
-    kept = os.statvfs(path).f_flag
-    return sum(ms for st, ms in KEPT_FLAGS.items() if kept & st)
-
-
-def read_only(path: str, flags: int | None = None) -> None:
-    """Remount the mount at ``path`` read-only, keeping ``flags`` (by default, its own)."""
-    kept = kept_flags(path) if flags is None else flags
-    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
-
-
-def mounts_below(path: str) -> list[str]:
-    """The outermost mount points strictly below ``path`` (a checkout or venv under /tmp)."""
-    points = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        for line in f:
-            point = line.split()[4]
-            for escape in ("\\040", "\\011", "\\012", "\\134"):
-                point = point.replace(escape, chr(int(escape[1:], 8)))
-            if point.startswith(path + "/"):
-                points.append(point)
-    outermost: list[str] = []
-    for point in sorted(set(points)):
-        if not any(point.startswith(top + "/") for top in outermost):
-            outermost.append(point)
-    return outermost
-
-
-def fresh_tmpfs(path: str, below: list[str]) -> None:
-    """An empty tmpfs at ``path``, with the mounts ``below`` it bound again, read-only."""
-    keep = [(point, os.open(point, os.O_PATH)) for point in below]
-    mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
-    for point, fd in keep:
-        os.makedirs(point, exist_ok=True)
-        mount(f"/proc/self/fd/{fd}", point, None, MS_BIND | MS_REC)
-        read_only(point)
-        os.close(fd)
+        mounts.fresh_tmpfs(path, below)
 
 
 def run_program(channel_fd: int) -> None:
@@ -159,7 +90,7 @@ def run_program(channel_fd: int) -> None:
     os.closerange(3, 1 << 16)
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the harness reads and resets its /proc files
     if os.geteuid() != 0:  # a root child drops to `nobody` itself, as an exec'd one does
-        drop_capabilities()
+        mounts.drop_capabilities()
     child.main()
 
 

@@ -176,6 +176,11 @@ class RemoteExecutor:
     def memory_bytes(self) -> int:
         return int(self._described().get("memory_bytes") or 0)
 
+    @property
+    def memory_accounting(self) -> str | None:
+        """How the service counts timed runs' memory (``cgroup`` or ``rss``)."""
+        return self._described().get("memory_accounting")
+
     def close(self) -> None:
         self._pool.shutdown(wait=False)
 

@@ -103,6 +103,7 @@ class JudgeService:
             "status": "ok",
             "version": package_versions().get("corebench"),
             "isolation": self.executor.mode,
+            "memory_accounting": self.executor.memory_accounting,
             "engine": self.executor.engine,
             "workers": self.executor.workers,
             "memory_bytes": self.executor.memory_bytes,
