@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from corebench.harness.sandbox.cgroups import own_memory_cgroup
+from corebench.harness.sandbox.cgroups import memory_cgroup_base, own_memory_cgroup
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.store import Store
 
@@ -90,7 +90,7 @@ def as_user(user: str, command: list[str], env: dict[str, str]) -> list[str]:
 
 def contained(found: dict) -> None:
     """What holds wherever memory is counted by a cgroup."""
-    assert found["holds"]["memory_ratio"] == pytest.approx(1.0), found["holds"]
+    assert found["holds"]["memory_ratio"] == pytest.approx(1.0, abs=0.05), found["holds"]
     for name in HIDING:  # the same 12 MB, counted (was 0.03-0.14)
         assert found[name]["error"] is None and found[name]["memory_ratio"] > 0.8, found[name]
 
@@ -110,7 +110,7 @@ def stateless_and_unreachable(found: dict) -> None:
     assert found["reach"]["runtime_ratio"] > 0.66, found["reach"]
 
 
-@pytest.mark.skipif(own_memory_cgroup() is None, reason="no memory cgroup controller")
+@pytest.mark.skipif(memory_cgroup_base() is None, reason="no memory cgroup to make")
 def test_as_root_memory_is_counted_and_no_run_keeps_state_or_reaches_the_timer():
     if os.geteuid() != 0:
         pytest.skip("runs as root")
@@ -130,7 +130,10 @@ def test_unprivileged_without_a_cgroup_records_it_and_refuses_memfd():
 
 
 @needs_root
-@pytest.mark.skipif(own_memory_cgroup() is None, reason="no memory cgroup controller")
+@pytest.mark.skipif(
+    (own_memory_cgroup() or (None, None))[1] != "v1",
+    reason="delegation by chown is cgroup v1's (v2 also needs the common ancestor's procs)",
+)
 def test_unprivileged_with_a_delegated_cgroup_counts_every_page():
     base, _ = own_memory_cgroup()
     delegated = base / f"corebench-delegated-{os.getpid()}"
@@ -150,7 +153,7 @@ def test_unprivileged_with_a_delegated_cgroup_counts_every_page():
     stateless_and_unreachable(found)
 
 
-@pytest.mark.skipif(own_memory_cgroup() is None, reason="no memory cgroup controller")
+@pytest.mark.skipif(memory_cgroup_base() is None, reason="no memory cgroup to make")
 def test_corebench_evaluate_counts_memory_a_sample_keeps_in_a_memfd(tmp_path, data_dir):
     if os.geteuid() != 0:
         pytest.skip("runs as root")

@@ -9,10 +9,12 @@ import dataclasses
 import errno
 import fcntl
 import json
+import mmap
 import os
 import platform
 import resource
 import signal
+import socket
 import sys
 import threading
 
@@ -21,7 +23,7 @@ import pytest
 from corebench.harness import FunctionalSuite
 from corebench.harness.config import MEASUREMENT_MAX_REPEATS_FACTOR
 from corebench.harness.errors import CorebenchError, MeasurementRefused
-from corebench.harness.sandbox import Executor
+from corebench.harness.sandbox import Executor, mounts
 from corebench.harness.sandbox.child import SYSCALLS, Confinement
 from corebench.harness.sandbox.executor import heavy_tests
 from corebench.harness.sandbox.isolation import isolation_mode
@@ -573,6 +575,10 @@ def test_the_timed_runs_filter_lets_a_call_name_no_process_but_the_run():
                     0x8901,
                     timer.to_bytes(4, sys.byteorder),  # FIOSETOWN
                 ),
+                "a user namespace": lambda: mounts.unshare(0x10000000),  # CLONE_NEWUSER
+                "a TCP socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM),
+                "pages out": lambda: mmap.mmap(-1, 1 << 16).madvise(21),  # MADV_PAGEOUT
+                "page cache dropped": lambda: os.posix_fadvise(read, 0, 0, os.POSIX_FADV_DONTNEED),
                 "memfd": lambda: os.memfd_create("kept"),
                 "exec": lambda: os.execv("/bin/true", ["true"]),
             }
@@ -592,4 +598,5 @@ def test_the_timed_runs_filter_lets_a_call_name_no_process_but_the_run():
     allowed.append("SIGIO to itself")
     assert found.pop("filter") == "s", found
     assert {name: found.pop(name) for name in allowed} == dict.fromkeys(allowed, "ok")
-    assert found == dict.fromkeys(found, "EPERM") and len(found) == 13, found
+    assert found.pop("a TCP socket") == "EACCES", found
+    assert found == dict.fromkeys(found, "EPERM") and len(found) == 16, found

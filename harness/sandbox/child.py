@@ -501,7 +501,15 @@ CLONE_THREAD = 0x00010000
 # perf_event_open, pidfd_send_signal, which takes a /proc/PID folder for a process, setpgid,
 # which could join the timing process's group); "fcntl" and "ioctl" with the commands that
 # name who gets a descriptor's SIGIO (F_SETOWN: only the run; F_SETOWN_EX, FIOSETOWN,
-# SIOCSPGRP: never).
+# SIOCSPGRP: never); "socket" for anything but AF_UNIX (a TCP socket's TIME_WAIT outlives the
+# run, in a network namespace the next run shares); "madvise" MADV_COLD/MADV_PAGEOUT and
+# "fadvise" POSIX_FADV_DONTNEED (pages pushed out of the cgroup's count, or out of the page
+# cache charged before the go, would hide memory).
+# unshare setns mount umount2 pivot_root: a run may not make namespaces (a user namespace would
+# give it capabilities again) or mount anything; nor with the new mount API (open_tree
+# move_mount fsopen fsconfig fsmount fspick mount_setattr, numbered alike everywhere)
+NAMESPACES = {"x86_64": (272, 308, 165, 166, 155), "aarch64": (97, 268, 40, 39, 41)}
+NEW_MOUNT_API = (428, 429, 430, 431, 432, 433, 442)
 SYSCALLS = {
     "x86_64": {
         "arch": 0xC000003E,
@@ -515,9 +523,12 @@ SYSCALLS = {
         # migrate_pages move_pages
         "pid": (62, 200, 234, 129, 297, 434, 203, 142, 144, 314, 302, 310, 311, 256, 279),
         "who": ((141, 0), (251, 1)),  # PRIO_PROCESS, IOPRIO_WHO_PROCESS
-        "never": (101, 312, 298, 424, 109),
+        "never": (101, 312, 298, 424, 109, *NAMESPACES["x86_64"], *NEW_MOUNT_API),
         "fcntl": 72,
         "ioctl": 16,
+        "socket": 41,
+        "madvise": 28,
+        "fadvise": 221,
     },
     "aarch64": {
         "arch": 0xC00000B7,
@@ -528,13 +539,17 @@ SYSCALLS = {
         "memfd": 279,
         "pid": (129, 130, 131, 138, 240, 434, 122, 118, 119, 274, 261, 270, 271, 238, 239),
         "who": ((140, 0), (30, 1)),
-        "never": (117, 272, 241, 424, 154),
+        "never": (117, 272, 241, 424, 154, *NAMESPACES["aarch64"], *NEW_MOUNT_API),
         "fcntl": 25,
         "ioctl": 29,
+        "socket": 198,
+        "madvise": 233,
+        "fadvise": 223,
     },
 }
 PID_PLACEHOLDER = 0x7FFFFFFF  # in the filter: the timed run's own pid, written in by each fork
 F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP = 8, 15, 0x8901, 0x8902
+AF_UNIX, MADV_COLD, MADV_PAGEOUT, POSIX_FADV_DONTNEED = 1, 20, 21, 4
 
 
 def seccomp_filter(memfd: bool = True) -> tuple[bytes, list[int]] | None:
@@ -584,6 +599,13 @@ def seccomp_filter(memfd: bool = True) -> tuple[bytes, list[int]] | None:
     prog += [op(jeq, known["fcntl"], 0, len(block)), *block]
     block = [argument(1), op(jeq, FIOSETOWN, 1, 0), op(jeq, SIOCSPGRP, 0, 1), refuse(errno.EPERM)]
     prog += [op(jeq, known["ioctl"], 0, len(block) + 1), *block, allow]
+    block = [argument(0), op(jeq, AF_UNIX, 1, 0), refuse(errno.EACCES), allow]
+    prog += [op(jeq, known["socket"], 0, len(block)), *block]
+    block = [argument(2), op(jeq, MADV_COLD, 1, 0), op(jeq, MADV_PAGEOUT, 0, 1)]
+    block += [refuse(errno.EPERM), allow]
+    prog += [op(jeq, known["madvise"], 0, len(block)), *block]
+    block = [argument(3), op(jeq, POSIX_FADV_DONTNEED, 0, 1), refuse(errno.EPERM), allow]
+    prog += [op(jeq, known["fadvise"], 0, len(block)), *block]
     prog += [op(jeq, known["clone"], 1, 0), allow, op(ld, 16), op(jset, CLONE_THREAD, 1, 0)]
     prog += [refuse(errno.EAGAIN), allow]  # args[0] (flags): a thread may start, a process not
     offsets = [8 * i + 4 for i, code in enumerate(prog) if code == itself[1]]

@@ -133,9 +133,10 @@ class Cluster:
         self.mode = modes.pop()
         # the weakest of the nodes' (a node without a memory cgroup counts resident memory only)
         accounting = {n.info.get("memory_accounting") for n in self.nodes}
-        self.memory_accounting = (
-            RSS_ACCOUNTING if RSS_ACCOUNTING in accounting else accounting.pop()
-        )
+        if RSS_ACCOUNTING in accounting or len(accounting) > 1:
+            self.memory_accounting = RSS_ACCOUNTING if RSS_ACCOUNTING in accounting else None
+        else:
+            self.memory_accounting = accounting.pop()
 
     def _alive_nodes(self) -> list[dict[str, Any]]:
         return [

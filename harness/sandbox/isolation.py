@@ -172,8 +172,9 @@ def child_command(
         "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
-        "--unshare-cgroup-try",
     ]
+    if memory_cgroup is None:  # a session joins its cgroup from here (cgroup v2's nsdelegate
+        argv.append("--unshare-cgroup-try")  # refuses a move out of the namespace's root)
     if os.geteuid() != 0:  # unprivileged bubblewrap; root instead drops to NOBODY in the child
         argv.append("--unshare-user")
         if zygote or timing:

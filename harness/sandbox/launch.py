@@ -67,18 +67,19 @@ class ExecLaunch:
     def __init__(self, mode: str, fixed_layout: bool = False, timing: bool = False):
         self.folder = tempfile.mkdtemp(prefix="corebench-")
         os.chmod(self.folder, 0o777)
-        # a timing session counts its runs' memory in a cgroup of its own, where one can be made
-        self.cgroup = SessionCgroup.made() if timing else None
-        argv, home = child_command(
-            self.folder,
-            mode,
-            fixed_layout=fixed_layout,
-            timing=timing,
-            memory_cgroup=self.cgroup.spec() if self.cgroup is not None else None,
-        )
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._log = open(Path(self.folder, "launcher.txt"), "wb")  # noqa: SIM115
+        # a timing session counts its runs' memory in a cgroup of its own, where one can be made
+        self.cgroup = None
         try:
+            self.cgroup = SessionCgroup.made() if timing else None
+            argv, home = child_command(
+                self.folder,
+                mode,
+                fixed_layout=fixed_layout,
+                timing=timing,
+                memory_cgroup=self.cgroup.spec() if self.cgroup is not None else None,
+            )
             self.proc = subprocess.Popen(
                 argv,
                 cwd=self.folder,
