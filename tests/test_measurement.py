@@ -138,10 +138,7 @@ def test_the_heaviest_tests_for_the_reference_are_measured():
     plain = measure(PLAIN)
     assert plain.tests == [1, 2, 3]  # 300k, 200k and 400k, not 3 and 10
     assert len(plain.test_cpu_s) == len(plain.runs) == 3 and min(plain.runs) >= 5
-    # twice the work measures more (400k against 200k); 300k against 400k (1.33x) is within
-    # what this VM's speed drifts between one test's runs and the next's in a busy hour
-    assert plain.test_cpu_s[2] > plain.test_cpu_s[1] > 0.002, plain
-    assert plain.test_cpu_s[0] > plain.test_cpu_s[1], plain  # 300k against 200k (1.5x)
+    assert plain.test_cpu_s[2] > plain.test_cpu_s[0] > plain.test_cpu_s[1] > 0.002, plain
     assert 0.8 < plain.runtime_ratio < 1.25, plain  # the reference against itself
 
 
