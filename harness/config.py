@@ -89,7 +89,10 @@ ENV_ENGINE = "COREBENCH_ENGINE"  # fork (a zygote forks each judging child) | ex
 ENV_CGROUP = "COREBENCH_CGROUP"  # where timing sessions make memory cgroups (sandbox/cgroups.py)
 JUDGING_AHEAD_PER_WORKER = 2  # solutions prepared ahead per slot (stored, encoded, reference read)
 
-# --- measurement phase (passing solutions only, one at a time) -----------------------------------
+# --- measurement phase (passing solutions only, one per timing CPU at a time) ---------------------
+# timing sessions at once, each on a CPU of its own, with no judging beside them (default: one
+# per CPU this process may use, at most the executor's workers; 1 restores one at a time)
+ENV_TIMING_SESSIONS = "COREBENCH_TIMING_SESSIONS"
 DEFAULT_REPEATS = 5  # timed runs per measured test at least; the median counts
 MEASUREMENT_INPUTS = 3  # tests measured per task: those the reference spends the most CPU on
 MEASUREMENT_WARMUP = 0  # untimed runs per measured test (every run is a fresh process anyway)

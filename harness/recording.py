@@ -14,7 +14,7 @@ import asyncio
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .benchmark import Benchmark
 from .config import JUDGING_AHEAD_PER_WORKER
@@ -24,6 +24,8 @@ from .records import ExecutionResult, RunConfig, Solution
 from .sandbox import executor_for
 from .store import Store
 from .testsuite import FunctionalSuite
+
+T = TypeVar("T")
 
 OnSample = Callable[[Solution, ExecutionResult], None]
 
@@ -119,12 +121,7 @@ class Recorder:
         """Judge solutions that exist up front, slowest reference first: a slow task started last
         would run alone at the end while the other workers idle (MBPP+'s Mbpp/599 takes 40 s of
         a 90 s evaluation)."""
-        tasks = list(dict.fromkeys(s.task_id for s in solutions))
-        costs = await asyncio.gather(
-            *(self.executor.reference_cost(t, self.suite(t)) for t in tasks)
-        )
-        cost = dict(zip(tasks, costs, strict=True))
-        ordered = sorted(solutions, key=lambda s: cost[s.task_id], reverse=True)
+        ordered = await self._slowest_first(solutions, lambda s: s.task_id)
         # Each solution is prepared (stored, its inputs encoded, its reference read) just ahead
         # of a free slot, in this order: preparing them all first kept the machine idle for a
         # second at the start of an MBPP+ evaluation.
@@ -135,6 +132,15 @@ class Recorder:
                 await self.judge(solution)
 
         await asyncio.gather(*(judge(s) for s in ordered))
+
+    async def _slowest_first(self, items: list[T], task_of: Callable[[T], str]) -> list[T]:
+        """``items``, those of the task whose reference takes the most CPU first."""
+        tasks = list(dict.fromkeys(task_of(item) for item in items))
+        costs = await asyncio.gather(
+            *(self.executor.reference_cost(t, self.suite(t)) for t in tasks)
+        )
+        cost = dict(zip(tasks, costs, strict=True))
+        return sorted(items, key=lambda item: cost[task_of(item)], reverse=True)
 
     async def measure(self, repeats: int) -> int:
         """The measurement phase, after every sample has its verdict: each passing sample without
@@ -151,7 +157,9 @@ class Recorder:
             and result.measurement_refused is None
             and self.suite(solution.task_id).reference_code  # else nothing to normalise against
         ]
-        # one measurement per machine at a time (a Ray cluster times one on each node)
+        # as many at once as the executor has timing sessions (a CPU each; a Ray cluster's on
+        # every node), slowest first, so that none runs alone at the end
+        waiting = await self._slowest_first(waiting, lambda pair: pair[0].task_id)
         sessions = asyncio.Semaphore(self.executor.timing_sessions)
 
         async def measure_one(solution: Solution, result: ExecutionResult) -> bool:

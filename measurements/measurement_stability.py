@@ -8,7 +8,8 @@ peak memory.
         [--bench mbpp] [--tasks 30] [--evaluations 5] [--randomized-layout]
 
 Each solution is measured on its task's heaviest tests (``MEASUREMENT_INPUTS``), every timed run
-a fresh process. --randomized-layout keeps address-space randomization on in the timed children
+a fresh process, as many at once as the executor has timing sessions (one per CPU;
+``COREBENCH_TIMING_SESSIONS=1`` for one at a time). --randomized-layout keeps address-space randomization on in the timed children
 (the harness turns it off), to show what that costs. The issue's target: runtime-ratio CV median
 at most 3 % on a quiet machine.
 """
@@ -46,19 +47,36 @@ def cv(values: list[float]) -> float:
     return statistics.pstdev(values) / mean if mean else 0.0
 
 
+async def measured_once(executor: Executor, benchmark, chosen: list[str]) -> list[Measurement]:
+    """Each task's reference measured against itself, as many at once as the executor has timing
+    sessions (as `evaluate`'s measurement phase runs them)."""
+    at_once = asyncio.Semaphore(executor.timing_sessions)
+
+    async def measure(task_id: str) -> Measurement:
+        suite = benchmark.test_suite(task_id)
+        async with at_once:
+            return await executor.measure(task_id, suite.reference_code, suite, DEFAULT_REPEATS)
+
+    return await asyncio.gather(*map(measure, chosen))
+
+
 async def main(bench: str, tasks: int, evaluations: int) -> None:
     benchmark = default_plugins().benchmarks.get(bench).component(data_dir_setting())
     chosen = [t.task_id for t in benchmark.tasks()[:tasks]]
     measured: dict[str, list[Measurement]] = {t: [] for t in chosen}
     started = time.perf_counter()
+    sessions = 1
     for _ in range(evaluations):
         executor = Executor()
-        for task_id in chosen:
-            suite = benchmark.test_suite(task_id)
-            e = await executor.measure(task_id, suite.reference_code, suite, DEFAULT_REPEATS)
+        sessions = executor.timing_sessions
+        for task_id, e in zip(
+            chosen, await measured_once(executor, benchmark, chosen), strict=True
+        ):
             measured[task_id].append(e)
+        executor.close()
     print(
-        f"{tasks} {bench} reference solutions x {evaluations} evaluations, at least "
+        f"{tasks} {bench} reference solutions x {evaluations} evaluations, {sessions} timing "
+        f"session(s) at once ($COREBENCH_TIMING_SESSIONS), at least "
         f"{DEFAULT_REPEATS} timed runs on each of a task's {MEASUREMENT_INPUTS} heaviest tests, "
         f"address-space randomization {'off' if timing_module.MEASUREMENT_FIXED_LAYOUT else 'on'}"
         f" ({time.perf_counter() - started:.0f} s)"

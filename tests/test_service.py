@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import socket
 import threading
 import time
@@ -458,6 +459,128 @@ def test_a_timing_session_never_overlaps_judging(monkeypatch):
     for t_start, t_end in timings:
         for j_start, j_end in judgings:
             assert j_end <= t_start or j_start >= t_end, (spans, "overlap")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_two_solutions_are_timed_at_once_each_on_a_cpu_of_its_own_and_never_beside_judging(
+    monkeypatch,
+):
+    """With two timing CPUs, two measurements run at once (pinned apart), and judging asked for
+    meanwhile waits for both: no judging run overlaps any timing session."""
+    import corebench.harness.sandbox.executor as executor_module
+    import corebench.harness.sandbox.timing as timing_module
+
+    spans: list[tuple[str, float, float, int | None]] = []
+    judge, time_programs = executor_module.run_judging, timing_module.Timer.time
+
+    def judged(*args, **kwargs):
+        start = time.monotonic()
+        try:
+            return judge(*args, **kwargs)
+        finally:
+            spans.append(("judge", start, time.monotonic(), None))
+
+    def timed(timer, *args, **kwargs):
+        start = time.monotonic()
+        try:
+            return time_programs(timer, *args, **kwargs)
+        finally:
+            spans.append(("time", start, time.monotonic(), timer.cpu))
+
+    monkeypatch.setattr(executor_module, "run_judging", judged)
+    monkeypatch.setattr(timing_module.Timer, "time", timed)
+    tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"], "time_limit_s": 1.0}
+    suite = Tests.model_validate(tests).suite({})
+    executor = Executor(workers=2)
+    assert executor.timing_sessions == 2
+
+    async def mixed():
+        await executor.reference("t/add", suite)
+        spans.clear()
+        measures = [executor.measure("t/add", PROGRAMS["passes"], suite, 3) for _ in range(2)]
+        judges = [executor.judge("t/add", i, PROGRAMS["passes"], suite) for i in range(3)]
+        return await asyncio.gather(*measures, *judges)
+
+    results = asyncio.run(mixed())
+    executor.close()
+    assert all(m.runtime_ratio > 0 for m in results[:2])
+    assert all(r.verdict.value == "passed" for r in results[2:])
+    timings = [(a, b, cpu) for kind, a, b, cpu in spans if kind == "time"]
+    judgings = [(a, b) for kind, a, b, _ in spans if kind == "judge"]
+    assert len(timings) == 2 and len(judgings) == 3
+    (a_start, a_end, a_cpu), (b_start, b_end, b_cpu) = timings
+    assert a_start < b_end and b_start < a_end, "the two measurements did not run at once"
+    assert a_cpu != b_cpu and {a_cpu, b_cpu} <= os.sched_getaffinity(0)
+    for t_start, t_end, _ in timings:
+        for j_start, j_end in judgings:
+            assert j_end <= t_start or j_start >= t_end, (spans, "overlap")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_timing_session_joins_a_running_one_only_while_no_judging_waits(monkeypatch):
+    """The second timing CPU's session joins the first's stretch at once when nothing else
+    waits; once a judging run waits, a new session waits for the stretch to end and the judging
+    run goes first (a service's judging is never starved by a stream of measurements)."""
+    executor = Executor(workers=2, timing_sessions=2)
+    order: list[str] = []
+    cpus: dict[str, int | None] = {}
+
+    async def in_thread(function, *args, **kwargs):  # a judging run that started and passed
+        order.append("judged")
+        return type("Judged", (), {"started": True})()
+
+    monkeypatch.setattr(executor, "_in_thread", in_thread)
+
+    async def session(name: str, entered: asyncio.Event, leave: asyncio.Event) -> None:
+        async with executor._alone() as timer:
+            order.append(f"{name} in")
+            cpus[name] = timer.cpu
+            entered.set()
+            await leave.wait()
+        order.append(f"{name} left")
+
+    async def scenario() -> None:
+        events = {k: asyncio.Event() for k in ("a in", "a out", "b in", "b out", "c in", "c out")}
+        a = asyncio.create_task(session("a", events["a in"], events["a out"]))
+        await events["a in"].wait()
+        b = asyncio.create_task(session("b", events["b in"], events["b out"]))
+        await asyncio.wait_for(events["b in"].wait(), 5)  # joined: nothing waited
+        events["b out"].set()
+        await b
+        judge = asyncio.create_task(executor.run_judging(None, []))
+        await asyncio.sleep(0.05)
+        assert not judge.done()  # a's stretch holds every slot
+        c = asyncio.create_task(session("c", events["c in"], events["c out"]))
+        await asyncio.sleep(0.05)
+        assert not events["c in"].is_set()  # a judging run waits: c may not join
+        events["a out"].set()
+        await a
+        await asyncio.wait_for(judge, 5)
+        await asyncio.wait_for(events["c in"].wait(), 5)
+        events["c out"].set()
+        await c
+        assert executor._slots._value == 2 and executor._open.is_set()
+
+    asyncio.run(scenario())
+    executor.close()
+    assert order == ["a in", "b in", "b left", "a left", "judged", "c in", "c left"]
+    assert cpus["a"] != cpus["b"]  # at once, each on a CPU of its own
+
+
+def test_timing_sessions_setting(monkeypatch):
+    from corebench.harness.sandbox.timing import timing_cpus, timing_sessions_setting
+
+    monkeypatch.delenv("COREBENCH_TIMING_SESSIONS", raising=False)
+    assert timing_sessions_setting(4) == 4 and timing_sessions_setting(4, 1) == 1
+    assert timing_sessions_setting(2, 8) == 2  # never more than the slots they take
+    monkeypatch.setenv("COREBENCH_TIMING_SESSIONS", "1")
+    assert timing_sessions_setting(4) == 1 and Executor(workers=2).timing_sessions == 1
+    for bad in ("two", "0"):
+        monkeypatch.setenv("COREBENCH_TIMING_SESSIONS", bad)
+        with pytest.raises(CorebenchError, match="timing sessions|COREBENCH_TIMING_SESSIONS"):
+            timing_sessions_setting(4)
+    cpus = sorted(os.sched_getaffinity(0))
+    assert timing_cpus(1) == cpus[-1:] and timing_cpus(len(cpus) + 5) == cpus
 
 
 # --- the service against malformed requests (property-based, on the real loopback server) -------

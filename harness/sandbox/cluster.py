@@ -7,9 +7,9 @@ worker slots as the CPUs it reserves on its node. ``RayExecutor`` offers the exe
 whole, to the least busy node:
 
 - a suite travels once per run to the object store; nodes need no dataset;
-- a measurement (the solution and its reference, their runs alternating) runs on one node, alone
-  there, so the ratio compares the two programs on the same machine; nodes time one solution each
-  at a time;
+- a measurement (the solution and its reference, their runs alternating) runs on one node, with
+  no judging there, so the ratio compares the two programs on the same machine; a node times as
+  many solutions at once as it has timing sessions (a CPU each);
 - a call whose actor or node dies is sent again to another (judging has no side effects beyond
   each node's reference cache), so a lost worker loses no sample; after ``RAY_ATTEMPTS`` lost
   nodes the call fails with the reason.
@@ -73,6 +73,7 @@ class SandboxNode:
             "mode": self.executor.mode,
             "engine": self.executor.engine,
             "workers": self.executor.workers,
+            "timing_sessions": self.executor.timing_sessions,
             "memory_bytes": self.executor.memory_bytes,
             "memory_accounting": self.executor.memory_accounting,
         }
@@ -282,8 +283,8 @@ class RayExecutor:
 
     @property
     def timing_sessions(self) -> int:
-        """How many measurements may run at once: one per node."""
-        return max(1, len(self.cluster.nodes))
+        """How many measurements may run at once: each node's timing sessions."""
+        return max(1, sum(n.info.get("timing_sessions", 1) for n in self.cluster.nodes))
 
     def close(self) -> None:
         """Nothing to stop: the nodes' actors serve every executor of this process."""

@@ -2,7 +2,8 @@
 
 A thin façade over the package's parts: a bounded number of children at a time (``workers``
 slots), the reference oracle (``oracle.py``), judging runs (``judging.py``) turned into verdicts
-(``verdicts.py``), and timing sessions (``timing.py``), one at a time.
+(``verdicts.py``), and timing sessions (``timing.py``), one per timing CPU at a time and never
+beside judging.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from .launch import ZygotePool, engine_setting
 from .oracle import Expected, Oracle, Reference
 from .protocol import Job, Limits, call_test, expr_test, stdio_test
 from .supervisor import Budget, Stopped
-from .timing import REFERENCE, SOLUTION, Timed, Timer
+from .timing import REFERENCE, SOLUTION, Timed, Timer, timing_cpus, timing_sessions_setting
 from .verdicts import Verdicts
 
 # What a timed run may write to inside bubblewrap (the rest is read-only): each run gets them
@@ -80,7 +81,6 @@ class Executor:
     """Evaluate programs in sandboxed child processes; never in the harness process."""
 
     where = "local"
-    timing_sessions = 1  # measurements at once: each has the machine to itself
 
     def __init__(
         self,
@@ -88,6 +88,7 @@ class Executor:
         memory_bytes: int | None = None,
         isolation: str | None = None,
         engine: str | None = None,
+        timing_sessions: int | None = None,
     ):
         self.mode = isolation_mode(isolation)
         self.engine = engine_setting(engine, self.mode)
@@ -106,28 +107,43 @@ class Executor:
             self.workers, thread_name_prefix="corebench-judging"
         )
         weakref.finalize(self, self._threads.shutdown, wait=False)
-        self._timing = asyncio.Lock()  # one timing session at a time: no neighbour distorts it
-        self._open = asyncio.Event()  # cleared while a timing session waits for the machine
+        self._open = asyncio.Event()  # cleared while timing sessions have the machine
         self._open.set()
         self.oracle = Oracle(self.job, self.run_judging)
-        # the measurement phase's child: started on first use, kept, stopped with the executor
-        self._timer = Timer(
-            self.bare_job(
-                "",
-                mode="call",
-                cpu_budget=24 * 3600,
-                fresh=list(FRESH) if self.mode == BWRAP else [],
-            ),
-            self.mode,
-        )
-        weakref.finalize(self, self._timer.close)
+        # the measurement phase's children, one timer per timing CPU: started on first use,
+        # kept, stopped with the executor
+        self._timers = [
+            Timer(
+                self.bare_job(
+                    "",
+                    mode="call",
+                    cpu_budget=24 * 3600,
+                    fresh=list(FRESH) if self.mode == BWRAP else [],
+                ),
+                self.mode,
+                cpu,
+            )
+            for cpu in timing_cpus(timing_sessions_setting(self.workers, timing_sessions))
+        ]
+        for timer in self._timers:
+            weakref.finalize(self, timer.close)
+        self.timing_sessions = len(self._timers)  # measurements at once, each on its own CPU
+        self._idle_timers = list(self._timers)
+        self._timing = asyncio.Semaphore(self.timing_sessions)
+        self._stretch = asyncio.Lock()  # a stretch of timing sessions starting or joined
+        self._sessions = 0  # timing sessions running now
+        self._held = 0  # worker slots the running timing sessions hold
+        self._judges_waiting = 0  # judging runs waiting for a slot
+        self._stretch_over = asyncio.Event()  # set when no timing session runs
+        self._stretch_over.set()
         self.timings = 0  # timing sessions completed (each a solution beside its reference)
 
     def close(self) -> None:
         """Stop the pre-started children and the threads (also done once it is collected)."""
         if self.zygotes is not None:
             self.zygotes.close()
-        self._timer.close()
+        for timer in self._timers:
+            timer.close()
         self._threads.shutdown(wait=False)
 
     async def _in_thread(self, function, /, *args: Any, **kwargs: Any) -> Any:
@@ -205,8 +221,13 @@ class Executor:
         keep_going: KeepGoing | None = None,
         identical: list[bytes | None] | None = None,
     ) -> Judged:
-        await self._open.wait()
-        async with self._slots:
+        self._judges_waiting += 1
+        try:
+            await self._open.wait()
+            await self._slots.acquire()
+        finally:
+            self._judges_waiting -= 1
+        try:
             judged = await self._in_thread(
                 run_judging,
                 job,
@@ -216,6 +237,8 @@ class Executor:
                 identical=identical or (),
                 zygotes=self.zygotes,
             )
+        finally:
+            self._slots.release()
         if not judged.started:  # nothing of the program ran yet: the sandbox itself failed
             launcher = judged.ending.launcher.strip().splitlines()[-1:]
             why = launcher[0] if launcher else f"exit code {judged.ending.returncode}"
@@ -344,27 +367,48 @@ class Executor:
             except Stopped:  # an undecodable answer
                 return False
 
-        async with self._alone():
-            timed = await self._in_thread(self._timer.time, programs, specs, repeats, check)
+        async with self._alone() as timer:
+            timed = await self._in_thread(timer.time, programs, specs, repeats, check)
         self.timings += 1
         return timed
 
     @contextlib.asynccontextmanager
-    async def _alone(self) -> AsyncIterator[None]:
-        """The whole machine for one timing session: it waits for every judging run in flight
-        to end, and judging runs asked for meanwhile wait for it (a service mixes them)."""
+    async def _alone(self) -> AsyncIterator[Timer]:
+        """A timer (a CPU of its own) for one timing session, with no judging beside it. The
+        first session of a stretch waits for every judging run in flight to end, and judging runs
+        asked for meanwhile wait for the stretch's last session to end; other sessions join the
+        stretch only while no judging run waits, so that a service's judging is never starved."""
         async with self._timing:
-            self._open.clear()
-            taken = 0
+            async with self._stretch:
+                while self._sessions and self._judges_waiting:
+                    await self._stretch_over.wait()
+                if not self._sessions:
+                    self._open.clear()
+                    self._stretch_over.clear()
+                    try:
+                        while self._held < self.workers:
+                            await self._slots.acquire()
+                            self._held += 1
+                    except BaseException:
+                        self._end_stretch()
+                        raise
+                self._sessions += 1
+            timer = self._idle_timers.pop()
             try:
-                for _ in range(self.workers):
-                    await self._slots.acquire()
-                    taken += 1
-                yield
+                yield timer
             finally:
-                for _ in range(taken):
-                    self._slots.release()
-                self._open.set()
+                self._idle_timers.append(timer)
+                self._sessions -= 1
+                if not self._sessions:
+                    self._end_stretch()
+
+    def _end_stretch(self) -> None:
+        """Give judging its slots back."""
+        for _ in range(self._held):
+            self._slots.release()
+        self._held = 0
+        self._open.set()
+        self._stretch_over.set()
 
     async def measure(
         self, task_id: str, code: str, suite: FunctionalSuite, repeats: int

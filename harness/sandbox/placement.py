@@ -21,7 +21,7 @@ class SandboxExecutor(Protocol):
     mode: str  # how programs are confined (the same on every node)
     memory_bytes: int
     where: str  # local, ray ADDRESS, service URL
-    timing_sessions: int  # measurements that may run at once (one per machine)
+    timing_sessions: int  # measurements that may run at once (a CPU each, no judging beside)
 
     async def judge(
         self,

@@ -1,6 +1,7 @@
 """Timing sessions: how much CPU time and memory a program that passed uses on its task's
-heaviest tests, measured the same way for it and for its reference. Blocking; one session at a
-time (the executor serializes them), the harness thread and the children pinned to one CPU.
+heaviest tests, measured the same way for it and for its reference. Blocking; each session has a
+CPU of its own (the executor runs one per timing CPU at a time, and no judging beside them), its
+harness thread and its children pinned to it.
 
 A session's children (one per program: the solution's and its reference's, so that a solution's
 runs never fork from a process holding its reference's code) never run program code
@@ -40,6 +41,7 @@ from typing import Any
 
 from ..config import (
     CALIBRATION_SAMPLE_S,
+    ENV_TIMING_SESSIONS,
     MEASUREMENT_EXTRA_BUDGET_S,
     MEASUREMENT_FIXED_LAYOUT,
     MEASUREMENT_MAX_REPEATS_FACTOR,
@@ -95,12 +97,32 @@ class Timed:
     tests: list[TestTiming] = field(default_factory=list)
 
 
-def pick_cpu() -> int | None:
-    """The CPU timing sessions run on: the last one this process may use."""
+def timing_sessions_setting(workers: int, setting: int | None = None) -> int:
+    """Timing sessions asked for: ``setting``, else ``$COREBENCH_TIMING_SESSIONS``, else
+    ``workers``; never more than ``workers`` (the slots they take from judging). There are never
+    more than CPUs to run them on (:func:`timing_cpus`)."""
+    if setting is None:
+        raw = os.environ.get(ENV_TIMING_SESSIONS, "").strip()
+        if raw:
+            try:
+                setting = int(raw)
+            except ValueError:
+                raise CorebenchError(
+                    f"{ENV_TIMING_SESSIONS} must be a whole number of sessions, not {raw!r}"
+                ) from None
+    if setting is not None and setting < 1:
+        raise CorebenchError(f"timing sessions must be at least 1, not {setting}")
+    return max(1, min(workers, setting or workers))
+
+
+def timing_cpus(most: int) -> list[int | None]:
+    """The CPUs timing sessions run on, one session each: the last ``most`` this process may
+    use (``[None]``, one session unpinned, where the platform does not say)."""
     try:
-        return max(os.sched_getaffinity(0))
-    except (AttributeError, OSError, ValueError):
-        return None
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return [None]
+    return cpus[-max(1, most) :] or [None]
 
 
 @contextlib.contextmanager
@@ -130,14 +152,13 @@ def precise(cpus: list[float]) -> bool:
 class Timer:
     """The measurement phase's children, one per slot (a solution and its reference each have
     their own: a solution's runs never fork from a process that holds its reference's code),
-    started once (pinned to one CPU, without address-space randomization) and kept: they time
+    started once (pinned to ``cpu``, without address-space randomization) and kept: they time
     every program the executor measures, one request at a time. Blocking and not thread-safe:
     the executor drives it from one thread at a time."""
 
-    def __init__(self, job: Job, mode: str):
-        self.job, self.mode = job, mode
-        self.cpu = pick_cpu()
-        self.job.cpu = self.cpu
+    def __init__(self, job: Job, mode: str, cpu: int | None):
+        self.job, self.mode, self.cpu = job, mode, cpu
+        self.job.cpu = cpu
         self.children: dict[str, Child] = {}
         self.loops = 1
 

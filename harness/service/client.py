@@ -158,7 +158,6 @@ class RemoteExecutor:
     def __init__(self, client: JudgeClient | None = None, parallel: int = 32):
         self.client = client or JudgeClient()
         self.where = f"service {self.client.url}"
-        self.timing_sessions = 1  # the service times one program at a time anyway
         self._pool = concurrent.futures.ThreadPoolExecutor(parallel, "corebench-judge-client")
         self._health: dict[str, Any] | None = None
 
@@ -175,6 +174,11 @@ class RemoteExecutor:
     @property
     def memory_bytes(self) -> int:
         return int(self._described().get("memory_bytes") or 0)
+
+    @property
+    def timing_sessions(self) -> int:
+        """How many programs the service times at once (a CPU each)."""
+        return max(1, int(self._described().get("timing_sessions") or 1))
 
     @property
     def memory_accounting(self) -> str | None:

@@ -106,6 +106,7 @@ class JudgeService:
             "memory_accounting": self.executor.memory_accounting,
             "engine": self.executor.engine,
             "workers": self.executor.workers,
+            "timing_sessions": self.executor.timing_sessions,
             "memory_bytes": self.executor.memory_bytes,
             "capacity": self.capacity,
             "in_flight": self.in_flight,
