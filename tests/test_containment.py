@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from corebench.harness.sandbox.cgroups import memory_cgroup_base, own_memory_cgroup
+from corebench.harness.sandbox.cgroups import (
+    memory_cgroup_base,
+    own_memory_cgroup,
+    remove_leftovers,
+)
 from corebench.harness.sandbox.isolation import isolation_mode
 from corebench.harness.store import Store
 
@@ -177,3 +181,22 @@ def test_corebench_evaluate_counts_memory_a_sample_keeps_in_a_memfd(tmp_path, da
     assert peaks[0] > 11 * 1024**2 and peaks[1] > 0.8 * peaks[0], peaks
     summary = json.loads((out / "summary.json").read_text())
     assert summary["memory_accounting"] == "cgroup"
+
+
+@pytest.mark.skipif(memory_cgroup_base() is None, reason="no memory cgroup to make")
+def test_session_cgroups_a_killed_harness_left_are_removed_and_no_others():
+    base, _ = memory_cgroup_base()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = base / f"corebench-{ended.pid}-0"  # a harness killed before it removed its cgroup
+    live = base / f"corebench-{os.getpid()}-99999"  # this process's: in use
+    dead.mkdir()
+    live.mkdir()
+    try:
+        assert dead not in remove_leftovers(base)  # just made: perhaps another namespace's, kept
+        assert dead in remove_leftovers(base, older_than_s=0)
+        assert not dead.exists() and live.exists()
+    finally:
+        for folder in (dead, live):
+            if folder.exists():
+                folder.rmdir()

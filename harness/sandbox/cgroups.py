@@ -23,6 +23,7 @@ from ..config import ENV_CGROUP
 from ..errors import CorebenchError
 
 V1, V2 = "v1", "v2"
+LEFTOVER_AGE_S = 60.0  # a dead harness's session cgroup older than this is removed at start
 # per version: the file that holds the peak (reset by a write) and the one that holds the usage
 COUNTERS = {
     V1: ("memory.max_usage_in_bytes", "memory.usage_in_bytes"),
@@ -102,7 +103,31 @@ def memory_cgroup_base() -> tuple[Path, str] | None:
     except OSError:
         return None
     probe.close()
+    remove_leftovers(base)
     return base, version
+
+
+def remove_leftovers(base: Path, older_than_s: float = LEFTOVER_AGE_S) -> list[Path]:
+    """Remove sessions' cgroups that a harness killed before it could remove them left below
+    ``base``: those whose harness pid is gone, made more than ``older_than_s`` ago (a cgroup
+    being made right now by a harness in another pid namespace is never touched), and empty (the
+    kernel refuses to remove a cgroup that still holds a process). Returns those removed."""
+    removed = []
+    now = time.time()
+    for folder in base.glob("corebench-*-*"):
+        try:
+            pid = int(folder.name.split("-")[1])
+            os.kill(pid, 0)
+            continue  # its harness lives
+        except ProcessLookupError:
+            pass
+        except (ValueError, PermissionError):
+            continue  # not one of ours, or a live process of another user
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime > older_than_s:
+                folder.rmdir()
+                removed.append(folder)
+    return removed
 
 
 def memory_accounting() -> str:
