@@ -148,7 +148,11 @@ class Recorder:
         many were measured. ``repeats`` 0: no measurement phase."""
         if repeats <= 0:
             return 0
-        self.store.update_metadata(measurement_repeats=repeats)
+        # how many solutions were timed at once (each on a CPU of its own): every count this
+        # run's measurements were taken with, since a resumed run may have another
+        earlier = self.store.metadata().get("timing_sessions") or []
+        sessions_used = sorted({*earlier, self.executor.timing_sessions})
+        self.store.update_metadata(measurement_repeats=repeats, timing_sessions=sessions_used)
         waiting = [
             (solution, result)
             for solution, result in self.store.samples()

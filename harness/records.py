@@ -133,8 +133,8 @@ def calibrated(cpu_s: float, calibration_s: float | None) -> float:
 
 class Measurement(Record):
     """Runtime and memory of a passing solution on its task's heaviest tests, measured in the
-    serialized measurement phase (each timed run a fresh process; the median over runs), next to
-    the reference solution measured the same way."""
+    measurement phase (each timed run a fresh process; the median over runs), next to the
+    reference solution measured the same way, their runs alternating on one CPU."""
 
     repeats: int
     runtime_s: float  # sum over the measured tests of the median wall time of a run

@@ -201,7 +201,7 @@ def test_a_node_lost_mid_run_loses_no_sample(
 
 
 def test_measurements_time_solution_and_reference_on_one_node(on_ray, data_dir, tmp_path):
-    """Each node times one solution at a time, its reference beside it on the same node."""
+    """Each solution is timed on one node, its reference beside it on the same node."""
     mbpp = MbppPlus(data_dir)
     rows = [{"task_id": t, "solution": mbpp.test_suite(t).reference_code} for t in TASKS[:4]]
     samples = tmp_path / "references.jsonl"

@@ -162,11 +162,14 @@ def test_rollouts_give_the_same_tokens_for_the_same_seeds_and_follow_the_weights
         add_generation_prompt=True, tokenize=False,
     )  # fmt: skip
     ids, other_ids = (tokenizer(c, add_special_tokens=False)["input_ids"] for c in (chat, other))
-    seeds = [row_seed(0, 3, 0, i) for i in range(4)]
-    options = {"max_new_tokens": 16, "temperature": 1.0}
-    together = rollouts.sample([ids] * 2 + [other_ids] * 2, seeds=seeds, **options)
-    alone = rollouts.sample([ids] * 2, seeds=seeds[:2], **options)
-    assert together[:2] == alone and together[0] != together[1]
+    seeds = [row_seed(0, 3, 0, i) for i in range(8)]
+    options = {"max_new_tokens": 96, "temperature": 1.0}
+    first = rollouts.sample([ids] * 4 + [other_ids] * 4, seeds=seeds, **options)
+    again = rollouts.sample([ids] * 4 + [other_ids] * 4, seeds=seeds, **options)
+    assert again == first  # the same call: its rows admitted together, batched alike
+    assert first[0] != first[1]  # each row its own generator
+    reseeded = rollouts.sample([ids] * 4 + [other_ids] * 4, seeds=seeds[::-1], **options)
+    assert reseeded != first
     greedy = rollouts.sample([ids], max_new_tokens=16, temperature=0.0)
     with torch.no_grad():  # the policy's weights change: the next rollouts follow them
         for p in model.parameters():

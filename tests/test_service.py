@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -471,6 +472,7 @@ def test_two_solutions_are_timed_at_once_each_on_a_cpu_of_its_own_and_never_besi
     import corebench.harness.sandbox.timing as timing_module
 
     spans: list[tuple[str, float, float, int | None]] = []
+    pinned: list[tuple[int | None, str]] = []  # (the timer's CPU, where each child may run)
     judge, time_programs = executor_module.run_judging, timing_module.Timer.time
 
     def judged(*args, **kwargs):
@@ -486,9 +488,14 @@ def test_two_solutions_are_timed_at_once_each_on_a_cpu_of_its_own_and_never_besi
             return time_programs(timer, *args, **kwargs)
         finally:
             spans.append(("time", start, time.monotonic(), timer.cpu))
+            for child in timer.children.values():  # as the kernel has them
+                status = Path(f"/proc/{child.pid}/status").read_text()
+                allowed = status.split("Cpus_allowed_list:")[1].split()[0]
+                pinned.append((timer.cpu, allowed))
 
     monkeypatch.setattr(executor_module, "run_judging", judged)
     monkeypatch.setattr(timing_module.Timer, "time", timed)
+    monkeypatch.delenv("COREBENCH_TIMING_SESSIONS", raising=False)
     tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"], "time_limit_s": 1.0}
     suite = Tests.model_validate(tests).suite({})
     executor = Executor(workers=2)
@@ -511,6 +518,8 @@ def test_two_solutions_are_timed_at_once_each_on_a_cpu_of_its_own_and_never_besi
     (a_start, a_end, a_cpu), (b_start, b_end, b_cpu) = timings
     assert a_start < b_end and b_start < a_end, "the two measurements did not run at once"
     assert a_cpu != b_cpu and {a_cpu, b_cpu} <= os.sched_getaffinity(0)
+    # each session's two children (the solution's, the reference's) run on its CPU alone
+    assert len(pinned) == 4 and all(allowed == str(cpu) for cpu, allowed in pinned), pinned
     for t_start, t_end, _ in timings:
         for j_start, j_end in judgings:
             assert j_end <= t_start or j_start >= t_end, (spans, "overlap")
@@ -567,6 +576,52 @@ def test_a_timing_session_joins_a_running_one_only_while_no_judging_waits(monkey
     assert cpus["a"] != cpus["b"]  # at once, each on a CPU of its own
 
 
+def test_a_cancelled_measurement_keeps_its_timer_until_its_thread_is_done(monkeypatch):
+    """Cancelling a measurement cannot stop the thread that drives its timer: the timer is handed
+    to no other session, and no judging starts, until that thread has finished."""
+    import threading
+
+    import corebench.harness.sandbox.timing as timing_module
+
+    release, started = threading.Event(), threading.Event()
+    running: list[str] = []
+
+    def blocking_time(timer, *args, **kwargs):
+        running.append("start")
+        started.set()
+        release.wait(10)
+        running.append("end")
+        return {}
+
+    monkeypatch.setattr(timing_module.Timer, "time", blocking_time)
+    tests = {**ADD, "expected": None, "reference_code": PROGRAMS["passes"], "time_limit_s": 1.0}
+    suite = Tests.model_validate(tests).suite({})
+    executor = Executor(workers=1, timing_sessions=1)
+
+    async def scenario() -> None:
+        first = asyncio.create_task(executor._timed(PROGRAMS["passes"], suite, {0: 1.0}, 1, None))
+        await asyncio.to_thread(started.wait, 10)
+        first.cancel()
+        await asyncio.sleep(0.05)
+
+        async def second_session() -> None:
+            async with executor._alone():
+                running.append("second")
+
+        second = asyncio.create_task(second_session())
+        await asyncio.sleep(0.1)
+        assert running == ["start"] and not second.done()  # the first thread still runs
+        assert not executor._open.is_set()  # and judging still waits
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await asyncio.wait_for(second, 5)
+
+    asyncio.run(scenario())
+    executor.close()
+    assert running == ["start", "end", "second"]
+
+
 def test_timing_sessions_setting(monkeypatch):
     from corebench.harness.sandbox.timing import timing_cpus, timing_sessions_setting
 
@@ -574,7 +629,9 @@ def test_timing_sessions_setting(monkeypatch):
     assert timing_sessions_setting(4) == 4 and timing_sessions_setting(4, 1) == 1
     assert timing_sessions_setting(2, 8) == 2  # never more than the slots they take
     monkeypatch.setenv("COREBENCH_TIMING_SESSIONS", "1")
-    assert timing_sessions_setting(4) == 1 and Executor(workers=2).timing_sessions == 1
+    one = Executor(workers=2)
+    assert timing_sessions_setting(4) == 1 and one.timing_sessions == 1
+    one.close()
     for bad in ("two", "0"):
         monkeypatch.setenv("COREBENCH_TIMING_SESSIONS", bad)
         with pytest.raises(CorebenchError, match="timing sessions|COREBENCH_TIMING_SESSIONS"):

@@ -3,8 +3,12 @@
 A trainer's policy keeps float32 weights (the optimizer's). ``Rollouts`` keeps a bfloat16 copy of
 them, refreshed in place before every batch of rollouts (a copy of 135M weights takes a few tens
 of milliseconds), and samples through ``DecodeEngine``: continuous batching, the CPU decode
-attention, and a generator per row seeded from the trainer's seed, its step and the row, so that
-the same seed and weights give the same tokens whatever else shares the batch. TRL's own path
+attention, and a generator per row seeded from the trainer's seed, its step and the row; a call's
+rows are admitted to the batch together, so the same seeds and weights give the same tokens
+every time. (A prompt's rows decoded beside other prompts' agree with the same rows decoded
+alone only until bfloat16 rounding, which depends on the batch's shape, flips a token: in
+``measurements/grpo_step_split.py``, 7 of 8 rows of 256 tokens were identical, one diverged at
+its 124th.) TRL's own path
 (``model.generate`` in float32, or under bfloat16 autocast, which casts every weight at every
 forward) is about half as fast on this machine: ``measurements/grpo_step_split.py`` times both
 inside real GRPO steps.

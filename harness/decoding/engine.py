@@ -167,17 +167,20 @@ class DecodeEngine:
         text = tok.apply_chat_template(
             [m.model_dump() for m in request.messages], add_generation_prompt=True, tokenize=False
         )
-        self._enqueue(Slot(request, deliver, tok(text, add_special_tokens=False)["input_ids"],
-                           self._sampler(request)))  # fmt: skip
+        self._enqueue([Slot(request, deliver, tok(text, add_special_tokens=False)["input_ids"],
+                            self._sampler(request))])  # fmt: skip
 
     def _sampler(self, request: GenerationRequest) -> RowSampler | None:
         if request.temperature <= 0:
             return None
         return RowSampler(request.seed or 0, request.temperature, request.top_p, self.device)
 
-    def _enqueue(self, slot: Slot) -> None:
-        self._waiting.put(slot)
+    def _enqueue(self, slots: list[Slot]) -> None:
+        """Queue ``slots`` as one: the loop admits none of them before all are queued (under the
+        lock), so that a call's rows are batched alike every time it is made."""
         with self._lock:
+            for slot in slots:
+                self._waiting.put(slot)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="decode", daemon=True)
                 self._thread.start()
@@ -193,8 +196,10 @@ class DecodeEngine:
     ) -> list[list[int]]:
         """The completion token ids of tokenized prompts (blocking; each row ends with its end
         of sequence token when it stopped there): rollouts for a trainer. Row i samples from a
-        generator seeded with ``seeds[i]``, so the same seed, weights and prompt give the same
-        tokens in any batch."""
+        generator seeded with ``seeds[i]``, and a call's rows are admitted together, so the same
+        call (prompts, seeds, weights) gives the same tokens every time. Beside other rows a
+        prompt's rows may diverge after some tokens: the batch's shape changes how bfloat16
+        matrix products round (``measurements/grpo_step_split.py`` says where)."""
         done = threading.Semaphore(0)
         failures: list[BaseException] = []
 
@@ -210,8 +215,7 @@ class DecodeEngine:
                 top_p=top_p, seed=seeds[index] if seeds else 0,
             )  # fmt: skip
             slots.append(Slot(request, deliver, list(ids), self._sampler(request)))
-        for slot in slots:
-            self._enqueue(slot)
+        self._enqueue(slots)
         for _ in slots:
             done.acquire()
         if failures:
@@ -283,6 +287,9 @@ class DecodeEngine:
                 self._reset()
                 return None
             new.append(slot)
+            if len(new) == 1:
+                with self._lock:  # the rest of its call's rows are queued by now
+                    pass
         if new:
             self._guarded(lambda: self._prefill(new), new)
         return True

@@ -368,7 +368,17 @@ class Executor:
                 return False
 
         async with self._alone() as timer:
-            timed = await self._in_thread(timer.time, programs, specs, repeats, check)
+            running = asyncio.ensure_future(
+                self._in_thread(timer.time, programs, specs, repeats, check)
+            )
+            try:
+                timed = await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # the thread goes on driving this timer: it is handed to no other session, and
+                # no judging starts beside it, until it is done
+                with contextlib.suppress(Exception):
+                    await running
+                raise
         self.timings += 1
         return timed
 
@@ -403,7 +413,9 @@ class Executor:
                     self._end_stretch()
 
     def _end_stretch(self) -> None:
-        """Give judging its slots back."""
+        """Give judging its slots back. Judging is woken before a session waiting to start the
+        next stretch (events wake their waiters in the order they are set), so that it takes
+        the slots first and is never held back a whole stretch more."""
         for _ in range(self._held):
             self._slots.release()
         self._held = 0
