@@ -567,8 +567,8 @@ DEFINITIONS = """\
 - Test pass rate: passed hidden tests over the task's hidden tests, every test judged (not only
   up to the first failure), averaged over samples.
 - Runtime and memory ×ref: medians over passing solutions of their CPU time and peak memory
-  against the task's reference solution, the two timed together (their runs alternating), one
-  solution at a time.
+  against the task's reference solution, the two timed together (their runs alternating on
+  one CPU).
 - CC: mean cyclomatic complexity of the functions a solution defines; MI: maintainability index
   (0-100), both by radon, over solutions with code.
 - Failures: the exception type of a runtime error, else the verdict (timeout, wrong_answer, ...).
