@@ -148,11 +148,7 @@ class Recorder:
         many were measured. ``repeats`` 0: no measurement phase."""
         if repeats <= 0:
             return 0
-        # how many solutions were timed at once (each on a CPU of its own): every count this
-        # run's measurements were taken with, since a resumed run may have another
-        earlier = self.store.metadata().get("timing_sessions") or []
-        sessions_used = sorted({*earlier, self.executor.timing_sessions})
-        self.store.update_metadata(measurement_repeats=repeats, timing_sessions=sessions_used)
+        self.store.update_metadata(measurement_repeats=repeats)
         waiting = [
             (solution, result)
             for solution, result in self.store.samples()
@@ -164,6 +160,10 @@ class Recorder:
         # as many at once as the executor has timing sessions (a CPU each; a Ray cluster's on
         # every node), slowest first, so that none runs alone at the end
         waiting = await self._slowest_first(waiting, lambda pair: pair[0].task_id)
+        if waiting:  # how many were timed at once: every count this run's measurements had
+            earlier = self.store.metadata().get("timing_sessions") or []
+            used = sorted({*earlier, self.executor.timing_sessions})
+            self.store.update_metadata(timing_sessions=used)
         sessions = asyncio.Semaphore(self.executor.timing_sessions)
 
         async def measure_one(solution: Solution, result: ExecutionResult) -> bool:

@@ -9,11 +9,11 @@ sample's runtime ratio (CPU time against its reference's, their runs alternating
 A reference measured against itself cannot show a bias (whatever the neighbour does reaches both
 alike): the samples must be other programs than their references. By default they are the
 passing solutions of the committed MBPP+ studies (every row and seed, each distinct program
-once). Prints each evaluation's wall time, then per sample the mean log ratio
-under each setting and the paired difference (two minus one): its median as a percentage, the
-Wilcoxon signed-rank test (scipy) of it against zero, and the same for the two one-session
-evaluations against each other, which is what the machine's noise alone gives, and the
-smallest mean shift the comparison could have detected (``stats.minimum_detectable``).
+once). Prints each evaluation's wall time and geometric mean ratio over the samples all
+evaluations measured; then, with the evaluation as the unit (an evaluation's drift reaches all
+its samples alike, so they are not independent), the differences between neighbouring
+evaluations (two minus one) with a paired t-test and the smallest shift it would have detected
+(``stats.minimum_detectable``); and, as a description only, the per-sample differences' spread.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scipy.stats import wilcoxon
+from scipy.stats import ttest_1samp
 
 from corebench.harness.store import Store
 from corebench.leaderboards.stats import minimum_detectable, paired_se
@@ -59,7 +59,9 @@ def evaluate(samples: Path, bench: str, out: Path, sessions: int) -> dict[tuple[
     env = {**os.environ, "COREBENCH_TIMING_SESSIONS": str(sessions)}
     command = [*CLI, "evaluate", "--bench", bench, "--samples", str(samples), "--out", str(out)]
     started = time.perf_counter()
-    subprocess.run([*command, "--repeats", "5"], env=env, check=True, capture_output=True)
+    done = subprocess.run([*command, "--repeats", "5"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"corebench evaluate failed:\n{done.stderr[-3000:]}")
     print(f"  {sessions} session(s): {time.perf_counter() - started:.1f} s", flush=True)
     store = Store(out, create=False)
     ratios = {
@@ -71,25 +73,47 @@ def evaluate(samples: Path, bench: str, out: Path, sessions: int) -> dict[tuple[
     return ratios
 
 
-def compare(name: str, a: list[dict], b: list[dict]) -> None:
-    """The paired difference of mean log ratios, ``a`` minus ``b``, over samples in both."""
-    shared = sorted(set.intersection(*(set(r) for r in a + b)))
-    diffs = [
-        statistics.fmean(math.log(r[k]) for r in a) - statistics.fmean(math.log(r[k]) for r in b)
+def geometric_means(runs: list[dict]) -> list[float]:
+    """Each evaluation's mean log runtime ratio over the samples every evaluation measured."""
+    shared = sorted(set.intersection(*(set(r) for r in runs)))
+    return [statistics.fmean(math.log(r[k]) for k in shared) for r in runs]
+
+
+def percent(log: float) -> str:
+    return f"{100 * math.expm1(log):+.2f} %"
+
+
+def compare(order: list[int], runs: list[dict]) -> None:
+    """Two sessions against one, with the evaluation as the unit: every sample of an evaluation
+    shares that evaluation's drift, so samples are not independent. Each ABBA block gives two
+    pairs of neighbouring evaluations (two, one | one, two); the pairs' differences of mean log
+    ratio are tested with a paired t-test (scipy), and the smallest shift it would detect with
+    80 % power is ``stats.minimum_detectable``."""
+    means = geometric_means(runs)
+    for sessions, mean in zip(order, means, strict=True):
+        print(f"  {sessions} session(s): geometric mean ratio {percent(mean)} from 1")
+    pairs = [(b + 0, b + 1) for b in range(0, len(order), 4)]
+    pairs += [(b + 3, b + 2) for b in range(0, len(order), 4)]
+    differences = [means[two] - means[one] for two, one in pairs]
+    test = ttest_1samp(differences, 0.0)
+    se, df = paired_se(differences)
+    mde = minimum_detectable(se, df, family=1)
+    print(
+        f"two sessions against one: {len(pairs)} pairs of neighbouring evaluations, mean "
+        f"difference {percent(statistics.fmean(differences))} (pairs: "
+        f"{', '.join(percent(d) for d in differences)}), paired t-test p {test.pvalue:.3g}; a "
+        f"shift of {100 * math.expm1(mde):.2f} % would be detected with 80 % power"
+    )
+    shared = sorted(set.intersection(*(set(r) for r in runs)))
+    per_sample = [
+        statistics.fmean(math.log(r[k]) for r, n in zip(runs, order, strict=True) if n == 2)
+        - statistics.fmean(math.log(r[k]) for r, n in zip(runs, order, strict=True) if n == 1)
         for k in shared
     ]
-    test = wilcoxon(diffs)
-    spread = statistics.quantiles(diffs, n=4)
-    mde = minimum_detectable(*paired_se(diffs), family=1)
-
-    def percent(log: float) -> str:
-        return f"{100 * math.expm1(log):+.2f} %"
-
+    q1, middle, q3 = statistics.quantiles(per_sample, n=4)
     print(
-        f"{name}: {len(shared)} samples, median {percent(statistics.median(diffs))} (quartiles "
-        f"{percent(spread[0])}, {percent(spread[2])}), mean {percent(statistics.fmean(diffs))}, "
-        f"Wilcoxon signed-rank p {test.pvalue:.3g}; a mean shift of {100 * math.expm1(mde):.2f} %"
-        " would be detected with 80 % power (paired t, alpha 0.05)"
+        f"  per sample ({len(shared)}; description only): median {percent(middle)}, quartiles "
+        f"{percent(q1)}, {percent(q3)}"
     )
 
 
@@ -98,10 +122,12 @@ def main() -> None:
     parser.add_argument("--samples", type=Path, help="an EvalPlus samples file")
     parser.add_argument("--study", type=Path, action="append", default=[], help="a study folder")
     parser.add_argument("--bench", default="mbpp")
-    parser.add_argument("--rounds", type=int, default=2, help="ABBA blocks (2: four evaluations)")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="ABBA blocks of four evaluations (two each way)"
+    )
     args = parser.parse_args()
     order = [2, 1, 1, 2] * args.rounds
-    found: dict[int, list[dict]] = {1: [], 2: []}
+    runs: list[dict] = []
     with tempfile.TemporaryDirectory() as folder:
         samples = args.samples
         if samples is None:
@@ -110,11 +136,8 @@ def main() -> None:
             samples.write_text("".join(json.dumps(row) + "\n" for row in rows))
             print(f"{len(rows)} passing solutions of {len({r['task_id'] for r in rows})} tasks")
         for i, sessions in enumerate(order):
-            ratios = evaluate(samples, args.bench, Path(folder) / f"run-{i}", sessions)
-            found[sessions].append(ratios)
-    compare("two sessions against one", found[2], found[1])
-    ones = found[1]
-    compare("one session against one (noise)", ones[0::2], ones[1::2])
+            runs.append(evaluate(samples, args.bench, Path(folder) / f"run-{i}", sessions))
+    compare(order, runs)
 
 
 if __name__ == "__main__":

@@ -222,10 +222,19 @@ def test_only_the_programs_own_refusals_are_kept_and_others_are_tried_again(
     stored = {s.task_id: r for s, r in Store(tmp_path / "run", create=False).samples()}
     assert stored["Mbpp/2"].measurement_refused == "a wrong answer on test 0 while timed"
     assert stored["Mbpp/3"].passed and stored["Mbpp/3"].measurement_refused is None
-    # the next resume measures what the machine could not
+    probe = Executor()
+    first = probe.timing_sessions  # what the run above had (the default)
+    probe.close()
+    assert Store(tmp_path / "run", create=False).metadata()["timing_sessions"] == [first]
+    # the next resume measures what the machine could not, one solution at a time
     monkeypatch.setattr(
-        recording_module, "executor_for", lambda isolation: Executor(isolation=isolation)
+        recording_module,
+        "executor_for",
+        lambda isolation: Executor(isolation=isolation, timing_sessions=1),
     )
     asyncio.run(evaluate_samples(mbpp, samples, tmp_path / "run", k=[1], repeats=1))
     stored = {s.task_id: r for s, r in Store(tmp_path / "run", create=False).samples()}
     assert stored["Mbpp/3"].measurement is not None and stored["Mbpp/2"].measurement is None
+    # every count the run's measurements were taken with
+    metadata = Store(tmp_path / "run", create=False).metadata()
+    assert metadata["timing_sessions"] == sorted({first, 1})

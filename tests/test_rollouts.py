@@ -176,3 +176,58 @@ def test_rollouts_give_the_same_tokens_for_the_same_seeds_and_follow_the_weights
             p.mul_(0.5)
     assert rollouts.sample([ids], max_new_tokens=16, temperature=0.0) != greedy
     rollouts.close()
+
+
+class SlowQueue:
+    """The engine's queue, with a pause after every row put: its thread runs in between."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def put(self, item) -> None:
+        import time
+
+        self.inner.put(item)
+        time.sleep(0.02)
+
+    def get(self, block: bool = True):
+        return self.inner.get(block=block)
+
+
+def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
+    """The engine's thread may wake while a call is still queueing its rows: it admits none of
+    them before all are queued, so a call is batched alike every time (and, with fewer slots
+    than rows, the first rows fill every slot at once)."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from corebench.harness.decoding.engine import DecodeEngine
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=39)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    tokenizer = SimpleNamespace(
+        eos_token_id=39, pad_token_id=0, decode=lambda ids, **_: " ".join(map(str, ids))
+    )
+    prompts = [[1, 2, 3], [4, 5], [1, 2, 3], [6, 7, 8, 9], [4, 5], [10]]
+    options = {"max_new_tokens": 12, "temperature": 1.0, "seeds": list(range(6))}
+    for max_batch in (32, 4):
+        engine = DecodeEngine(model, tokenizer, "cpu", max_batch)
+        engine._waiting = SlowQueue(engine._waiting)
+        prefilled: list[int] = []
+        prefill = engine._prefill
+
+        def recorded(new, sizes=prefilled, prefill=prefill):
+            sizes.append(len(new))
+            return prefill(new)
+
+        engine._prefill = recorded
+        first = engine.complete(prompts, **options)
+        assert prefilled[0] == min(max_batch, len(prompts)), prefilled
+        before = list(prefilled)
+        prefilled.clear()  # the engine's thread now waits on the queue: the race is open
+        assert engine.complete(prompts, **options) == first
+        assert prefilled == before
+        engine.close()

@@ -578,7 +578,8 @@ def test_a_timing_session_joins_a_running_one_only_while_no_judging_waits(monkey
 
 def test_a_cancelled_measurement_keeps_its_timer_until_its_thread_is_done(monkeypatch):
     """Cancelling a measurement cannot stop the thread that drives its timer: the timer is handed
-    to no other session, and no judging starts, until that thread has finished."""
+    to no other session, and no judging starts, until that thread has finished, however often
+    the measurement is cancelled."""
     import threading
 
     import corebench.harness.sandbox.timing as timing_module
@@ -589,7 +590,7 @@ def test_a_cancelled_measurement_keeps_its_timer_until_its_thread_is_done(monkey
     def blocking_time(timer, *args, **kwargs):
         running.append("start")
         started.set()
-        release.wait(10)
+        release.wait(30)
         running.append("end")
         return {}
 
@@ -602,6 +603,8 @@ def test_a_cancelled_measurement_keeps_its_timer_until_its_thread_is_done(monkey
         first = asyncio.create_task(executor._timed(PROGRAMS["passes"], suite, {0: 1.0}, 1, None))
         await asyncio.to_thread(started.wait, 10)
         first.cancel()
+        await asyncio.sleep(0.05)
+        first.cancel()  # again, while it waits for its thread
         await asyncio.sleep(0.05)
 
         async def second_session() -> None:
@@ -617,8 +620,11 @@ def test_a_cancelled_measurement_keeps_its_timer_until_its_thread_is_done(monkey
             await first
         await asyncio.wait_for(second, 5)
 
-    asyncio.run(scenario())
-    executor.close()
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()  # a failed check must not leave the thread waiting
+        executor.close()
     assert running == ["start", "end", "second"]
 
 

@@ -12,8 +12,10 @@ loop over the requests in flight:
   slower at batch 16-32 on a 2-core CPU); a row that ends (end of sequence, its own token cap, a
   stop string, or its request's ``stop_pattern``) leaves the batch at once, its slot free for
   the next request, and the cache columns no row needs any more are dropped;
-- at temperature > 0 each request samples from its own generator (``sampling.py``), so what it
-  samples does not depend on what else was in flight;
+- at temperature > 0 each request samples from its own generator (``sampling.py``), so its draws
+  do not depend on what else was in flight (the logits they draw from may, in their last bits:
+  bfloat16 products round with the batch's shape); a call's requests (``run``, ``complete``)
+  are queued together, so the same call batches alike every time;
 - on the CPU, a decode step's attention multiplies each query head group with its shared
   key/value head (``attention.py``) instead of copying the cache per query head.
 """
@@ -163,12 +165,15 @@ class DecodeEngine:
     # --- submitting ------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest, deliver: Deliver) -> None:
         """Queue ``request``; ``deliver`` is called from the engine's thread with its result."""
+        self._enqueue([self._slot(request, deliver)])
+
+    def _slot(self, request: GenerationRequest, deliver: Deliver) -> Slot:
         tok = self.tokenizer
         text = tok.apply_chat_template(
             [m.model_dump() for m in request.messages], add_generation_prompt=True, tokenize=False
         )
-        self._enqueue([Slot(request, deliver, tok(text, add_special_tokens=False)["input_ids"],
-                            self._sampler(request))])  # fmt: skip
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        return Slot(request, deliver, ids, self._sampler(request))
 
     def _sampler(self, request: GenerationRequest) -> RowSampler | None:
         if request.temperature <= 0:
@@ -177,7 +182,8 @@ class DecodeEngine:
 
     def _enqueue(self, slots: list[Slot]) -> None:
         """Queue ``slots`` as one: the loop admits none of them before all are queued (under the
-        lock), so that a call's rows are batched alike every time it is made."""
+        lock), so that a call's rows are batched alike every time it is made while no other
+        caller's rows are in flight."""
         with self._lock:
             for slot in slots:
                 self._waiting.put(slot)
@@ -196,8 +202,9 @@ class DecodeEngine:
     ) -> list[list[int]]:
         """The completion token ids of tokenized prompts (blocking; each row ends with its end
         of sequence token when it stopped there): rollouts for a trainer. Row i samples from a
-        generator seeded with ``seeds[i]``, and a call's rows are admitted together, so the same
-        call (prompts, seeds, weights) gives the same tokens every time. Beside other rows a
+        generator seeded with ``seeds[i]``, and a call's rows are queued together, so the same
+        call (prompts, seeds, weights) gives the same tokens every time when no other caller's
+        rows are in flight. Beside other rows a
         prompt's rows may diverge after some tokens: the batch's shape changes how bfloat16
         matrix products round (``measurements/grpo_step_split.py`` says where)."""
         done = threading.Semaphore(0)
@@ -234,8 +241,7 @@ class DecodeEngine:
 
             return deliver
 
-        for index, request in enumerate(requests):
-            self.submit(request, deliver_to(index))
+        self._enqueue([self._slot(r, deliver_to(i)) for i, r in enumerate(requests)])
         for _ in requests:
             done.acquire()
         for result in results:
@@ -245,7 +251,8 @@ class DecodeEngine:
 
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
-            self._waiting.put(None)
+            with self._lock:  # never inside another caller's rows
+                self._waiting.put(None)
             self._thread.join()
 
     # --- the loop --------------------------------------------------------------------------------

@@ -375,9 +375,10 @@ class Executor:
                 timed = await asyncio.shield(running)
             except asyncio.CancelledError:
                 # the thread goes on driving this timer: it is handed to no other session, and
-                # no judging starts beside it, until it is done
-                with contextlib.suppress(Exception):
-                    await running
+                # no judging starts beside it, until it is done (however often it is cancelled)
+                while not running.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait({running})
                 raise
         self.timings += 1
         return timed
