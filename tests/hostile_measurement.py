@@ -103,7 +103,7 @@ PROGRAMS = {
         "        os.fstat(6)  # a descriptor only a timed run holds: tried only when timed\n"
         "    except OSError:\n"
         "        return work(n)\n"
-        "    timer = os.getppid()\n"
+        "    timer, reached = os.getppid(), 0\n"
         "    for attempt in (\n"
         "        lambda: os.kill(timer, signal.SIGKILL),\n"
         "        lambda: os.kill(-1, signal.SIGKILL),\n"
@@ -115,9 +115,10 @@ PROGRAMS = {
         "        lambda: signal.pidfd_send_signal(\n"
         "            os.open(f'/proc/{timer}', os.O_RDONLY | os.O_DIRECTORY), signal.SIGKILL),\n"
         "    ):\n"
-        "        try:\n            attempt()\n"
+        "        try:\n            attempt()\n            reached += 1\n"
         "        except OSError:\n            pass\n"
-        "    return work(n)\n" + SQUARES.replace("def f(", "def work("),
+        "    # any attempt that went through answers wrongly: the measurement is then refused\n"
+        "    return work(n) + reached\n" + SQUARES.replace("def f(", "def work("),
         SQUARES,
     ),
 }

@@ -21,14 +21,10 @@ from pathlib import Path
 
 from ..config import ENV_CGROUP
 from ..errors import CorebenchError
+from .protocol import MEMORY_COUNTERS
 
 V1, V2 = "v1", "v2"
 LEFTOVER_AGE_S = 60.0  # a dead harness's session cgroup older than this is removed at start
-# per version: the file that holds the peak (reset by a write) and the one that holds the usage
-COUNTERS = {
-    V1: ("memory.max_usage_in_bytes", "memory.usage_in_bytes"),
-    V2: ("memory.peak", "memory.current"),
-}
 CGROUP_ACCOUNTING, RSS_ACCOUNTING = "cgroup", "rss"
 _numbers = itertools.count()
 
@@ -80,7 +76,7 @@ def own_memory_cgroup() -> tuple[Path, str] | None:
 
 
 def _version(folder: Path) -> str | None:
-    if (folder / COUNTERS[V1][1]).exists():
+    if (folder / MEMORY_COUNTERS[V1][1]).exists():
         return V1
     with contextlib.suppress(OSError):
         if "memory" in (folder / "cgroup.subtree_control").read_text().split():
@@ -146,7 +142,7 @@ class SessionCgroup:
         self.fd = -1
         try:
             self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-            peak, _ = COUNTERS[version]  # the usage is only read
+            peak, _ = MEMORY_COUNTERS[version]  # the usage is only read
             for name in (peak, "cgroup.procs"):
                 if not os.access(self.path / name, os.R_OK | os.W_OK):
                     raise PermissionError(f"{self.path / name} is not ours to write")

@@ -658,10 +658,7 @@ class MemoryCounter:
     def __init__(self, spec: str):
         number, version = spec.split(":")
         folder = int(number)
-        peak, usage = {
-            "v1": ("memory.max_usage_in_bytes", "memory.usage_in_bytes"),
-            "v2": ("memory.peak", "memory.current"),
-        }[version]
+        peak, usage = protocol.MEMORY_COUNTERS[version]
         try:
             procs = os.open("cgroup.procs", os.O_WRONLY, dir_fd=folder)
             try:

@@ -128,8 +128,9 @@ class Executor:
         for timer in self._timers:
             weakref.finalize(self, timer.close)
         self.timing_sessions = len(self._timers)  # measurements at once, each on its own CPU
-        self._idle_timers = list(self._timers)
-        self._timing = asyncio.Semaphore(self.timing_sessions)
+        self._idle_timers: asyncio.Queue[Timer] = asyncio.Queue()  # a session takes one
+        for timer in self._timers:
+            self._idle_timers.put_nowait(timer)
         self._stretch = asyncio.Lock()  # a stretch of timing sessions starting or joined
         self._sessions = 0  # timing sessions running now
         self._held = 0  # worker slots the running timing sessions hold
@@ -389,7 +390,8 @@ class Executor:
         first session of a stretch waits for every judging run in flight to end, and judging runs
         asked for meanwhile wait for the stretch's last session to end; other sessions join the
         stretch only while no judging run waits, so that a service's judging is never starved."""
-        async with self._timing:
+        timer = await self._idle_timers.get()
+        try:
             async with self._stretch:
                 while self._sessions and self._judges_waiting:
                     await self._stretch_over.wait()
@@ -404,14 +406,14 @@ class Executor:
                         self._end_stretch()
                         raise
                 self._sessions += 1
-            timer = self._idle_timers.pop()
             try:
                 yield timer
             finally:
-                self._idle_timers.append(timer)
                 self._sessions -= 1
                 if not self._sessions:
                     self._end_stretch()
+        finally:
+            self._idle_timers.put_nowait(timer)
 
     def _end_stretch(self) -> None:
         """Give judging its slots back. Judging is woken before a session waiting to start the

@@ -38,6 +38,13 @@ STATUSES = ("ok", "error", "timeout", "memory", "syntax_error")
 MAX_LINE_BYTES = 64 * 1024**2  # one event (an output of up to 8 MB of JSON, escaped)
 MAX_TEXT = 2000  # error messages and the like
 OUTPUT_FIELD = b', "output": '  # how an event's output is spliced in, after its other fields
+# A memory cgroup's counters, per cgroup version: the file that holds the peak (reset by a write)
+# and the one that holds the usage. The harness proves them (``cgroups.py``); a timing session
+# passed ``--memory-cgroup FD:VERSION`` reads them (``child.MemoryCounter``).
+MEMORY_COUNTERS = {
+    "v1": ("memory.max_usage_in_bytes", "memory.usage_in_bytes"),
+    "v2": ("memory.peak", "memory.current"),
+}
 # why a timed run ended that says nothing about the program: the machine or the sandbox
 WALL_OVERRUN = "wall-clock limit exceeded"
 NOT_STARTED = "the timed process did not start"
