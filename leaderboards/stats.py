@@ -267,21 +267,48 @@ def crossed(differences: np.ndarray) -> Pooled:
     ms_resid = float(np.sum(residual**2)) / ((seeds - 1) * (tasks - 1))
     seed_var = max(0.0, (ms_seed - ms_resid) / tasks)
     task_var = max(0.0, (ms_task - ms_resid) / seeds)
-    # S·T·Var(mean) as Σ c_i MS_i (the truncated components drop their mean square's term)
-    terms = [
-        (float(seed_var > 0), ms_seed, seeds - 1),
-        (float(task_var > 0), ms_task, tasks - 1),
-        (1.0 - (seed_var > 0) - (task_var > 0), ms_resid, (seeds - 1) * (tasks - 1)),
-    ]
-    total = sum(c * ms for c, ms, _ in terms)
-    se = math.sqrt(max(0.0, total) / (seeds * tasks))
-    spread = sum((c * ms) ** 2 / k for c, ms, k in terms if c and ms)
-    df = total**2 / spread if spread > 0 else float((seeds - 1) * (tasks - 1))
+    se, df = _mean_se((ms_seed, ms_task, ms_resid), seed_var > 0, task_var > 0, seeds, tasks)
     p = float(2 * stats.t.sf(abs(mean) / se, df))
     half = float(stats.t.ppf(1 - ALPHA / 2, df)) * se
     return Pooled(
         seeds, tasks, mean, se, df, p, mean - half, mean + half, seed_var, task_var, ms_resid
     )
+
+
+def _mean_se(
+    mean_squares: tuple[float, float, float],
+    seeds_vary: bool,
+    tasks_vary: bool,
+    seeds: int,
+    tasks: int,
+) -> tuple[float, float]:
+    """The standard error of the grand mean and its Satterthwaite degrees of freedom, from the
+    mean squares (MS_seed, MS_task, MS_resid): S·T·Var(mean) = Σ c_i MS_i, a truncated (zero)
+    component dropping its mean square's term."""
+    ms_seed, ms_task, ms_resid = mean_squares
+    terms = [
+        (float(seeds_vary), ms_seed, seeds - 1),
+        (float(tasks_vary), ms_task, tasks - 1),
+        (1.0 - seeds_vary - tasks_vary, ms_resid, (seeds - 1) * (tasks - 1)),
+    ]
+    total = sum(c * ms for c, ms, _ in terms)
+    se = math.sqrt(max(0.0, total) / (seeds * tasks))
+    spread = sum((c * ms) ** 2 / k for c, ms, k in terms if c and ms)
+    return se, (total**2 / spread if spread > 0 else float((seeds - 1) * (tasks - 1)))
+
+
+def crossed_design(pooled: Pooled, seeds: int, tasks: int) -> tuple[float, float]:
+    """The standard error and Satterthwaite degrees of freedom that ``crossed`` would give, on
+    average, with ``seeds`` training seeds and ``tasks`` tasks, were the variance components
+    those ``pooled`` estimated: each mean square replaced by its expectation (E MS_seed = T·σ²_a
+    + σ²_e, E MS_task = S·σ²_b + σ²_e, E MS_resid = σ²_e). At ``pooled``'s own design it gives
+    ``pooled``'s standard error and degrees of freedom back. For planning: how many seeds or
+    tasks a study needs before an effect of a given size is detectable (``minimum_detectable``)."""
+    if seeds < 2 or tasks < 2:
+        raise ValueError(f"a crossed design needs two seeds and two tasks, not {seeds} × {tasks}")
+    a, b, e = pooled.seed_variance, pooled.task_variance, pooled.residual_variance
+    mean_squares = (tasks * a + e, seeds * b + e, e)
+    return _mean_se(mean_squares, a > 0, b > 0, seeds, tasks)
 
 
 POWER = 0.8  # minimum detectable effects are stated at this power

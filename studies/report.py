@@ -132,6 +132,18 @@ def _row_for(rows: list[Row], seed: int) -> Row:
     return next(r for r in rows if r.seed in (seed, None))
 
 
+def seed_differences(a: list[Row], b: list[Row], metric: str) -> np.ndarray:
+    """Arm ``a`` minus arm ``b`` in ``metric``, a row per training seed (in order) and a column
+    per task every seed's rows share (sorted by id)."""
+    seeds = sorted({r.seed for r in a + b if r.seed is not None})
+    pairs = [(_row_for(a, s).scores(metric), _row_for(b, s).scores(metric)) for s in seeds]
+    shared = pairs[0][0].index
+    for x, y in pairs:
+        shared = shared.intersection(x.index).intersection(y.index)
+    shared = shared.sort_values()
+    return np.array([x[shared].to_numpy() - y[shared].to_numpy() for x, y in pairs])
+
+
 def compare_arms(
     a: list[Row], b: list[Row], metric: str
 ) -> tuple[Paired, list[tuple[int, Paired]]]:
@@ -144,20 +156,16 @@ def compare_arms(
     per_seed = [(s, compare(_row_for(a, s), _row_for(b, s), metric)) for s in seeds]
     if len(seeds) == 1:
         return per_seed[0][1], per_seed
-    pairs = [(_row_for(a, s).scores(metric), _row_for(b, s).scores(metric)) for s in seeds]
-    shared = pairs[0][0].index
-    for x, y in pairs:
-        shared = shared.intersection(x.index).intersection(y.index)
-    shared = shared.sort_values()
-    if len(shared) < 2:
-        return Paired(len(shared), math.nan, math.nan, math.nan, None,
+    d = seed_differences(a, b, metric)
+    if d.shape[1] < 2:
+        return Paired(d.shape[1], math.nan, math.nan, math.nan, None,
                       "none (fewer than two shared tasks)", metric=metric), per_seed  # fmt: skip
-    pooled = crossed(np.array([x[shared].to_numpy() - y[shared].to_numpy() for x, y in pairs]))
+    pooled = crossed(d)
     test = (
-        f"crossed random effects ({len(seeds)} seeds × {len(shared)} tasks), Satterthwaite t "
+        f"crossed random effects ({len(seeds)} seeds × {d.shape[1]} tasks), Satterthwaite t "
         f"(df {pooled.df:.1f})"
     )
-    result = Paired(len(shared), pooled.difference, pooled.low, pooled.high, pooled.p, test,
+    result = Paired(d.shape[1], pooled.difference, pooled.low, pooled.high, pooled.p, test,
                     metric=metric, se=pooled.se, df=pooled.df)  # fmt: skip
     return result, per_seed
 

@@ -1,7 +1,8 @@
 """The statistics of leaderboards and study reports against scipy, statsmodels and published
 values: the sign-flip test and its inverted interval, exact McNemar, proportion intervals at 0/n
 and n/n, Holm's correction, the crossed random-effects test of several training seeds (against
-statsmodels' MixedLM and t-tests) and the minimum detectable effect (against statsmodels' power)."""
+statsmodels' MixedLM and t-tests) and the minimum detectable effect (against statsmodels' power), and the crossed design's projection to
+other numbers of seeds and tasks (against the test's own standard error and a simulation)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from corebench.leaderboards.stats import (
     MONTE_CARLO_RESAMPLES,
     Paired,
     crossed,
+    crossed_design,
     holm,
     mcnemar,
     minimum_detectable,
@@ -305,6 +307,62 @@ def test_crossed_degenerate_cases():
     assert paired_se(np.full(378, 0.1)) == (0.0, 377.0)
     with pytest.raises(ValueError, match="two seeds and two tasks"):
         crossed(np.zeros((1, 5)))
+
+
+@pytest.mark.parametrize("spread", [(0.3, 0.5, 0.4), (0.4, 0.2, 0.1), (0.05, 0.3, 0.3)])
+def test_crossed_design_at_the_observed_design_gives_the_test_back(spread):
+    """Each mean square at its expectation under the estimated components is the observed mean
+    square, so the study's own design reproduces its standard error and degrees of freedom
+    (with positive components, and with the seed component truncated to 0)."""
+    result = crossed(crossed_data(*spread))
+    assert crossed_design(result, result.seeds, result.tasks) == pytest.approx(
+        (result.se, result.df)
+    )
+
+
+def test_crossed_design_elsewhere_by_hand():
+    """Both components positive: Var(mean) = σ²_a/S + σ²_b/T + σ²_e/(ST), with Satterthwaite's
+    degrees of freedom of T·σ²_a + S·σ²_b + σ²_e as a sum of mean squares; more seeds never
+    take the standard error below the task component's floor, sqrt(σ²_b / T)."""
+    result = crossed(crossed_data(0.3, 0.5, 0.4))
+    a, b, e = result.seed_variance, result.task_variance, result.residual_variance
+    seeds, tasks = 10, 100
+    se, df = crossed_design(result, seeds, tasks)
+    assert se == pytest.approx(math.sqrt(a / seeds + b / tasks + e / (seeds * tasks)))
+    ms = [(tasks * a + e, seeds - 1), (seeds * b + e, tasks - 1)]
+    total = ms[0][0] + ms[1][0] - e
+    spread = sum(m**2 / k for m, k in ms) + e**2 / ((seeds - 1) * (tasks - 1))
+    assert df == pytest.approx(total**2 / spread)
+    many = crossed_design(result, 10_000, tasks)[0]
+    assert math.sqrt(b / tasks) < many < crossed_design(result, 20, tasks)[0]
+    assert many == pytest.approx(math.sqrt(b / tasks), rel=0.01)
+    with pytest.raises(ValueError, match="two seeds and two tasks"):
+        crossed_design(result, 1, tasks)
+
+
+def test_crossed_design_minimum_detectable_effect_has_80_percent_power_in_simulation():
+    """Data drawn with the estimated components at another design (5 seeds × 60 tasks) and a
+    true difference equal to the projected MDE: the crossed test rejects at the family's level
+    about 80 % of the time."""
+    result = crossed(crossed_data(0.2, 0.5, 0.6))
+    seeds, tasks, family = 5, 60, 2
+    se, df = crossed_design(result, seeds, tasks)
+    mde = minimum_detectable(se, df, family)
+    rng = np.random.default_rng(7)
+    a, b, e = (math.sqrt(v) for v in (result.seed_variance, result.task_variance,
+                                       result.residual_variance))  # fmt: skip
+    draws = 2000
+    rejected = sum(
+        crossed(
+            mde
+            + rng.normal(0, a, (seeds, 1))
+            + rng.normal(0, b, (1, tasks))
+            + rng.normal(0, e, (seeds, tasks))
+        ).p
+        < ALPHA / family
+        for _ in range(draws)
+    )
+    assert rejected / draws == pytest.approx(0.8, abs=0.04)
 
 
 @pytest.mark.parametrize("n, family", [(40, 1), (378, 6), (12, 3)])
