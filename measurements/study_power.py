@@ -8,16 +8,19 @@ For each primary comparison the study pools over training seeds, the variance co
 report's crossed random-effects test estimated (between seeds, between tasks, residual) give
 the standard error and degrees of freedom another number of seeds and tasks would have
 (``stats.crossed_design``), and from them the minimum detectable effect at 80 % power, at the
-study's own Holm family level (``stats.minimum_detectable``). The first line per comparison is
-the study's design, which reproduces the report's MDE. The last says how many seeds would make
-the observed difference itself the MDE, or that no number of seeds would with these tasks (the
-task component alone, σ²_b / T, keeps the standard error above a floor).
+study's own Holm family level (``stats.minimum_detectable``). The study's own design comes
+first and reproduces the report's MDE. The last line per task count says how many seeds would
+make the observed difference itself the MDE, or that no number of seeds would with these tasks
+(the task component alone, σ²_b / T, keeps the standard error above a floor).
+
+The components are estimates taken as known: the seed component from the study's few seeds
+(2 degrees of freedom with 3), and where it was truncated to 0 the projections assume training
+runs do not vary at all, which flatters designs with more seeds.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from corebench.harness import config as C
@@ -45,15 +48,23 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[3, 5, 10, 20])
     parser.add_argument("--tasks", type=int, nargs="+", default=[])
     args = parser.parse_args()
+    if min(args.seeds + args.tasks) < 2:
+        parser.error("a crossed design needs at least two seeds and two tasks")
     root = args.folder
-    scale = json.loads((root / evidence.REGISTRATION).read_text())["scale"]
+    registration = evidence.read_registration(root)
+    if registration is None:
+        parser.error(f"{root} holds no {evidence.REGISTRATION}: not a study folder that has run")
+    scale = registration["scale"]
     study_file = root / evidence.STUDY_FILE
     study = load_study(study_file, scale, default_plugins(), C.data_dir_setting())
     report = build_report(study, root, study_file)
     by_arm = arms(report.rows)
     primary = [c for c in report.comparisons if c.primary and c.result.p is not None]
     labels = {r.name: r.label or r.name for r in study.runs}
-    for c in (c for c in primary if c.per_seed):
+    pooled_over_seeds = [c for c in primary if len(c.per_seed) >= 2]
+    if not pooled_over_seeds:
+        print("no primary comparison in this study is pooled over two or more training seeds")
+    for c in pooled_over_seeds:
         pooled = crossed(seed_differences(by_arm[c.row], by_arm[c.against], c.metric))
         print(
             f"{labels[c.row]} − {labels[c.against]}, {c.metric} (points; Holm family of "
@@ -61,8 +72,11 @@ def main() -> None:
             f"variance between seeds {1e4 * pooled.seed_variance:.2f}, between tasks "
             f"{1e4 * pooled.task_variance:.1f}, residual {1e4 * pooled.residual_variance:.1f}"
         )
-        for tasks in [pooled.tasks, *args.tasks]:
-            for seeds in args.seeds:
+        if pooled.se == 0:
+            print("  every difference is alike: no variance to size an effect by")
+            continue
+        for tasks in dict.fromkeys([pooled.tasks, *args.tasks]):
+            for seeds in dict.fromkeys([pooled.seeds, *args.seeds]):
                 se, df = crossed_design(pooled, seeds, tasks)
                 mde = minimum_detectable(se, df, len(primary))
                 here = " (the study)" if (seeds, tasks) == (pooled.seeds, pooled.tasks) else ""

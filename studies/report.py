@@ -134,8 +134,10 @@ def _row_for(rows: list[Row], seed: int) -> Row:
 
 def seed_differences(a: list[Row], b: list[Row], metric: str) -> np.ndarray:
     """Arm ``a`` minus arm ``b`` in ``metric``, a row per training seed (in order) and a column
-    per task every seed's rows share (sorted by id)."""
+    per task every seed's rows share (sorted by id). The arms must have seeds."""
     seeds = sorted({r.seed for r in a + b if r.seed is not None})
+    if not seeds:
+        raise ValueError("seed_differences needs arms run once per training seed")
     pairs = [(_row_for(a, s).scores(metric), _row_for(b, s).scores(metric)) for s in seeds]
     shared = pairs[0][0].index
     for x, y in pairs:

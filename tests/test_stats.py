@@ -1,8 +1,9 @@
 """The statistics of leaderboards and study reports against scipy, statsmodels and published
 values: the sign-flip test and its inverted interval, exact McNemar, proportion intervals at 0/n
 and n/n, Holm's correction, the crossed random-effects test of several training seeds (against
-statsmodels' MixedLM and t-tests) and the minimum detectable effect (against statsmodels' power), and the crossed design's projection to
-other numbers of seeds and tasks (against the test's own standard error and a simulation)."""
+statsmodels' MixedLM and t-tests) and the minimum detectable effect (against statsmodels' power),
+and the crossed design's projection to other numbers of seeds and tasks (against the test's own
+standard error, a hand computation and a simulation)."""
 
 from __future__ import annotations
 
@@ -309,12 +310,28 @@ def test_crossed_degenerate_cases():
         crossed(np.zeros((1, 5)))
 
 
-@pytest.mark.parametrize("spread", [(0.3, 0.5, 0.4), (0.4, 0.2, 0.1), (0.05, 0.3, 0.3)])
-def test_crossed_design_at_the_observed_design_gives_the_test_back(spread):
-    """Each mean square at its expectation under the estimated components is the observed mean
-    square, so the study's own design reproduces its standard error and degrees of freedom
-    (with positive components, and with the seed component truncated to 0)."""
-    result = crossed(crossed_data(*spread))
+DESIGNS = {
+    "both components": crossed_data(0.3, 0.5, 0.4),
+    "no seed component": crossed_data(0.05, 0.3, 0.3),
+    "no task component": crossed_data(0.4, 0.01, 0.3, shape=(4, 30), seed=3),
+    # runs and tasks interact only (every row and column mean alike): both components negative
+    "neither component": 0.1 + 0.1 * np.outer([1, -1, 0], [1, -1, 2, -2, 0]),
+    "no variance": np.full((3, 5), 0.25),
+}
+
+
+@pytest.mark.parametrize("name", DESIGNS)
+def test_crossed_design_at_the_observed_design_gives_the_test_back(name):
+    """At the study's own design, a positive component's mean square at its expectation is the
+    observed one, and a truncated component's term is dropped by both: the projection gives the
+    test's standard error and degrees of freedom back, whichever components were truncated."""
+    result = crossed(DESIGNS[name])
+    truncated = {
+        "both components": (False, False), "no seed component": (True, False),
+        "no task component": (False, True), "neither component": (True, True),
+        "no variance": (True, True),
+    }[name]  # fmt: skip
+    assert (result.seed_variance == 0, result.task_variance == 0) == truncated
     assert crossed_design(result, result.seeds, result.tasks) == pytest.approx(
         (result.se, result.df)
     )
@@ -340,12 +357,19 @@ def test_crossed_design_elsewhere_by_hand():
         crossed_design(result, 1, tasks)
 
 
-def test_crossed_design_minimum_detectable_effect_has_80_percent_power_in_simulation():
-    """Data drawn with the estimated components at another design (5 seeds × 60 tasks) and a
-    true difference equal to the projected MDE: the crossed test rejects at the family's level
-    about 80 % of the time."""
-    result = crossed(crossed_data(0.2, 0.5, 0.6))
-    seeds, tasks, family = 5, 60, 2
+@pytest.mark.parametrize(
+    "spread, seeds, tasks, power",
+    [((0.2, 0.5, 0.6), 5, 60, (0.77, 0.83)), ((0.5, 0.4, 0.6), 3, 100, (0.70, 0.80))],
+)
+def test_crossed_design_minimum_detectable_effect_has_about_80_percent_power_in_simulation(
+    spread, seeds, tasks, power
+):
+    """Data drawn with the estimated components at another design and a true difference equal
+    to the projected MDE: the crossed test rejects at the family's level about 80 % of the time
+    with many degrees of freedom (5 × 60, df 42), and somewhat less with three seeds that vary
+    (3 × 100, df about 2): there Miller's t-quantile MDE is optimistic, as the docs say."""
+    result = crossed(crossed_data(*spread))
+    family = 2
     se, df = crossed_design(result, seeds, tasks)
     mde = minimum_detectable(se, df, family)
     rng = np.random.default_rng(7)
@@ -362,7 +386,7 @@ def test_crossed_design_minimum_detectable_effect_has_80_percent_power_in_simula
         < ALPHA / family
         for _ in range(draws)
     )
-    assert rejected / draws == pytest.approx(0.8, abs=0.04)
+    assert power[0] <= rejected / draws <= power[1]
 
 
 @pytest.mark.parametrize("n, family", [(40, 1), (378, 6), (12, 3)])
