@@ -235,6 +235,7 @@ def test_the_training_effect_study_runs_at_its_smoke_scale(tmp_path, data_dir):
     done = study(str(path), "--scale", "smoke", "--out", str(out), "--data-dir", str(data_dir))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.count("train sft (sft)") == 1  # the cold start: once for both seeds
+    assert done.stderr.count("train sft-planner (sft)") == 1  # CoRe-Code's planner's, once too
     for step in ("grpo", "magrpo", "corecode"):
         for seed in (0, 1):
             assert f"train {step} seed {seed} ({step})" in done.stderr
@@ -256,7 +257,7 @@ def test_the_training_effect_study_runs_at_its_smoke_scale(tmp_path, data_dir):
     report = (out / "report.md").read_text()
     for compared in ("SFT then GRPO (direct) − SFT (direct)",
                      "MAGRPO pair (from SFT) − SFT checkpoint as a helper/main pair",
-                     "CoRe-Code planner and coder (from SFT) − SFT checkpoint as CoRe-Code's "
+                     "CoRe-Code planner and coder (from SFT) − SFT checkpoints as CoRe-Code's "
                      "planner and coder"):  # fmt: skip
         assert f"| {compared} | pass@1 (primary) | 3 |" in report
         assert f"| {compared} | test_pass_rate (secondary) | 3 |" in report
@@ -265,6 +266,11 @@ def test_the_training_effect_study_runs_at_its_smoke_scale(tmp_path, data_dir):
     assert "## Training" in report and "| sft | – | sft | model | 1 |" in report
     assert "| magrpo | 1 | magrpo | main | 1 |" in report
     assert "| corecode | 0 | corecode | planner |" in report
+    assert "| sft-planner | – | sft | planner | 1 |" in report
+    corecode = json.loads((out / "training" / "corecode" / "seed-0.json").read_text())
+    bases = {role: corecode[role]["manifest"]["base_model"] for role in ("planner", "coder")}
+    assert bases["planner"].startswith("hf:checkpoints/sft-planner-"), bases  # its own cold start
+    assert bases["coder"].startswith("hf:checkpoints/sft-") and "planner" not in bases["coder"]
     assert "Pre-registered: **no** (scale smoke" in report
 
 

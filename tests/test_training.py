@@ -358,6 +358,30 @@ def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
     assert code_reward(off)(answers, rows) == pytest.approx([2, 0, 0.5, 2, 0.5])
 
 
+@pytest.mark.parametrize(
+    "manifest, warned",
+    [
+        ({"method": "sft", "role": "model"}, True),  # the direct SFT checkpoint writes code
+        ({"method": "sft", "role": "coder"}, True),
+        ({"method": "sft", "role": "planner"}, False),  # CoRe-Code's cold start on plans
+        ({"method": "grpo", "role": "model"}, False),  # not an SFT start: the user's choice
+        (None, False),  # a checkpoint corebench did not train
+    ],
+)
+def test_a_planner_started_from_a_checkpoint_that_writes_code_is_flagged(
+    tmp_path, manifest, warned
+):
+    from corebench.harness.config import MANIFEST_NAME
+    from corebench.training.corecode import planner_start_problem
+
+    if manifest is not None:
+        (tmp_path / MANIFEST_NAME).write_text(json.dumps(manifest))
+    problem = planner_start_problem(tmp_path)
+    assert (problem is not None) == warned
+    if warned:
+        assert f"{manifest['role']!r} role" in problem and "sft_roles" in problem
+
+
 def test_template_plan_follows_the_corecode_outline():
     task = train_task(
         "sum_evens",

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
+
+from corebench.harness.config import MANIFEST_NAME
 
 from .curriculum import solved_sometimes
 from .data import TrainTask, load_train_data
@@ -55,6 +58,24 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
 
 
 PHASE_RECORD = "phase.json"  # a finished phase's steps, reward curve and diagnostics
+CODE_ROLES = ("model", "coder")  # SFT roles whose checkpoints answer with code
+
+
+def planner_start_problem(planner: Path) -> str | None:
+    """Why a planner's start checkpoint may not plan: a corebench SFT checkpoint trained for a
+    role that answers with code (the direct SFT checkpoint, given the planner's prompt, wrote a
+    code block in 24 of 24 completions), so that its planner phase would train a second coder."""
+    manifest = planner / MANIFEST_NAME
+    if not manifest.exists():
+        return None
+    trained = json.loads(manifest.read_text())
+    if trained.get("method") != "sft" or trained.get("role") not in CODE_ROLES:
+        return None
+    return (
+        f"the planner starts from {planner}, an SFT checkpoint of the {trained['role']!r} role, "
+        "which answers with code rather than a plan; CoRe-Code cold-starts the planner on plans "
+        "(corebench train sft --set 'sft_roles=[\"planner\"]', then planner_model=hf:OUT/planner)"
+    )
 
 
 def _phase_done(out: Path) -> Trained | None:
@@ -82,6 +103,8 @@ def _phase(settings: TrainSettings, out: Path, **grpo: Any) -> Trained:
 def train_corecode(settings: TrainSettings) -> dict[str, Path]:
     planner = local_checkpoint(settings.planner_model or settings.model)
     coder = local_checkpoint(settings.coder_model or settings.model)
+    if problem := planner_start_problem(planner):
+        warnings.warn(problem, stacklevel=2)
     # the filter asks the coder's start checkpoint (the one that writes code) directly
     data = solved_sometimes(coder, load_train_data(settings), settings)
     out = Path(settings.out)
