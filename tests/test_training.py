@@ -364,7 +364,9 @@ def test_contest_train_split_feeds_training_with_its_own_suites(tmp_path):
         ({"method": "sft", "role": "model"}, True),  # the direct SFT checkpoint writes code
         ({"method": "sft", "role": "coder"}, True),
         ({"method": "sft", "role": "planner"}, False),  # CoRe-Code's cold start on plans
-        ({"method": "grpo", "role": "model"}, False),  # not an SFT start: the user's choice
+        ({"method": "grpo", "role": "model"}, True),  # GRPO on the direct prompt: code too
+        ({"method": "magrpo", "role": "helper"}, True),
+        ({"method": "corecode", "role": "planner"}, False),
         (None, False),  # a checkpoint corebench did not train
     ],
 )
@@ -380,6 +382,33 @@ def test_a_planner_started_from_a_checkpoint_that_writes_code_is_flagged(
     assert (problem is not None) == warned
     if warned:
         assert f"{manifest['role']!r} role" in problem and "sft_roles" in problem
+
+
+def test_train_corecode_warns_before_training_a_planner_that_writes_code(tmp_path, monkeypatch):
+    """The warning comes from `train_corecode` itself, on a manifest `write_manifest` wrote for
+    the direct SFT role, before any training starts (stopped here at the task filter)."""
+    from types import SimpleNamespace
+
+    from corebench.training import corecode
+    from corebench.training.manifest import write_manifest
+    from corebench.training.settings import TrainSettings
+
+    settings = TrainSettings(method="sft", sft_roles=["model"])
+    data = SimpleNamespace(source="mbpp:train", tasks=[], overlaps=[], validation=[], filtered={})
+    write_manifest(tmp_path, settings=settings, role="model", base_model="embedded", data=data,
+                   steps=1, reward_curve=[])  # fmt: skip
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(corecode, "local_checkpoint", lambda spec: tmp_path)
+    monkeypatch.setattr(corecode, "solved_sometimes", stop)
+    monkeypatch.setattr(corecode, "load_train_data", lambda settings: None)
+    with pytest.warns(UserWarning, match="answers with code"), pytest.raises(Stop):
+        corecode.train_corecode(TrainSettings(method="corecode", planner_model="hf:x"))
 
 
 def test_template_plan_follows_the_corecode_outline():

@@ -58,21 +58,23 @@ def planner_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
 
 
 PHASE_RECORD = "phase.json"  # a finished phase's steps, reward curve and diagnostics
-CODE_ROLES = ("model", "coder")  # SFT roles whose checkpoints answer with code
+CODE_ROLES = ("model", "coder", "helper", "main")  # roles whose checkpoints answer with code
 
 
 def planner_start_problem(planner: Path) -> str | None:
-    """Why a planner's start checkpoint may not plan: a corebench SFT checkpoint trained for a
-    role that answers with code (the direct SFT checkpoint, given the planner's prompt, wrote a
-    code block in 24 of 24 completions), so that its planner phase would train a second coder."""
+    """Why a planner's start checkpoint may not plan: a checkpoint corebench trained for a role
+    that answers with code (the direct SFT checkpoint, given the planner's prompt, wrote a code
+    block in 24 of 24 completions: ``measurements/plans_written.py``), so that its planner
+    phase would train a second coder."""
     manifest = planner / MANIFEST_NAME
     if not manifest.exists():
         return None
     trained = json.loads(manifest.read_text())
-    if trained.get("method") != "sft" or trained.get("role") not in CODE_ROLES:
+    if trained.get("role") not in CODE_ROLES:
         return None
     return (
-        f"the planner starts from {planner}, an SFT checkpoint of the {trained['role']!r} role, "
+        f"the planner starts from {planner}, a {trained.get('method')} checkpoint of the "
+        f"{trained['role']!r} role, "
         "which answers with code rather than a plan; CoRe-Code cold-starts the planner on plans "
         "(corebench train sft --set 'sft_roles=[\"planner\"]', then planner_model=hf:OUT/planner)"
     )
