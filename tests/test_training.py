@@ -19,7 +19,7 @@ from corebench.harness.store import Store
 from corebench.harness.testsuite import assert_suite
 from corebench.plugins.systems.corecode.outline import parse_plan
 from corebench.training.data import TrainTask, load_train_data
-from corebench.training.dispatch import model_spec, train
+from corebench.training.dispatch import drop_resume_states, model_spec, train
 from corebench.training.models import local_checkpoint
 from corebench.training.plans import template_plan
 from corebench.training.rewards import (
@@ -595,6 +595,9 @@ def test_training_resumes_after_a_kill(method, tmp_path, data_dir):
     subprocess.run(command, check=True, capture_output=True)
     manifest = json.loads((out / role / "corebench_manifest.json").read_text())
     assert manifest["steps"] == 2
+    # finished: the state resumed from is deleted, the role checkpoints and logs stay
+    assert not saved.exists() and not list(out.rglob("checkpoint-*"))
+    assert (out / role / "config.json").exists()
     if method == "sft":
         assert [e["loss"] for e in manifest["loss_curve"]][0] == 9.0
     else:
@@ -609,6 +612,23 @@ def test_training_resumes_after_a_kill(method, tmp_path, data_dir):
             ("planner", 2),
             ("coder", 2),
         ]
+
+
+def test_only_numbered_resume_states_are_dropped(tmp_path):
+    states = [
+        tmp_path / "trainer" / "checkpoint-2",
+        tmp_path / "round1/planner/trainer/checkpoint-10",
+    ]
+    kept = [tmp_path / "planner" / "config.json", tmp_path / "checkpoint-notes" / "a.txt",
+            tmp_path / "round1/planner/model" / "model.safetensors"]  # fmt: skip
+    for path in [s / "optimizer.pt" for s in states] + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    (tmp_path / "checkpoint-3").write_text("a file, not a state")
+    assert drop_resume_states(tmp_path) == 2
+    assert not any(s.exists() for s in states)
+    assert all(k.exists() for k in kept) and (tmp_path / "checkpoint-3").is_file()
+    assert (tmp_path / "trainer").is_dir()  # the trainer's other files are its own
 
 
 @pytest.mark.model

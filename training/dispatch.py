@@ -5,18 +5,39 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from corebench.harness.config import ENV_EXECUTOR, ENV_JUDGE_URL, MANIFEST_NAME
 
+from .distributed import is_main_process
 from .settings import TrainSettings, evaluated_with
+
+RESUME_PREFIX = "checkpoint-"  # the trainers' resumable states: transformers' and comlrl's name
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
-    """Run one training method; returns the checkpoint directory of each role."""
+    """Run one training method; returns the checkpoint directory of each role. Once every
+    role's manifest is written, the resume states are deleted (nothing resumes a finished run)."""
     with judging_at(settings.judge_url, settings.executor):
-        return _train(settings)
+        checkpoints = _train(settings)
+    if is_main_process() and finished_checkpoints(settings):
+        drop_resume_states(Path(settings.out))
+    return checkpoints
+
+
+def drop_resume_states(out: Path) -> int:
+    """Delete every ``checkpoint-<step>`` folder under ``out`` (weights, optimizer and scheduler
+    state a killed run resumes from: three times the model's size per trainer); returns how
+    many."""
+    states = [
+        p for p in out.rglob(f"{RESUME_PREFIX}*")
+        if p.is_dir() and p.name.removeprefix(RESUME_PREFIX).isdigit()
+    ]  # fmt: skip
+    for state in states:
+        shutil.rmtree(state)
+    return len(states)
 
 
 @contextlib.contextmanager
