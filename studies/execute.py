@@ -24,7 +24,7 @@ from pathlib import Path
 from corebench.harness.config import RESULTS_DB
 from corebench.harness.errors import CorebenchError
 from corebench.harness.runner import Runner
-from corebench.training.dispatch import finished_checkpoints
+from corebench.training.dispatch import drop_resume_states, finished_checkpoints
 from corebench.training.dispatch import train as run_training
 from corebench.training.settings import TrainSettings, load_settings
 
@@ -107,6 +107,8 @@ def run_study(
                 assert done is not None, f"training {label} left no manifests in {out}"
             else:
                 say(f"train {label}: done ({out})")
+            # a finished step is never resumed (changed settings train in a folder of their own)
+            drop_resume_states(out)
             checkpoints[step.name] = done
             step_seed = seed if study.seeded_step(step.name) else None
             evidence.export_training(layout.root, step.name, step_seed, done)

@@ -150,6 +150,9 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert [trained[s]["seed"] for s in (0, 1)] == [0, 1]  # sampling seed = training seed
     assert trained[0]["model"] != trained[1]["model"]  # each seed's own checkpoint
     assert all("checkpoints/grpo-" in trained[s]["model"] for s in (0, 1))
+    # each finished step's resume states (one per trainer at save_steps = 1) are deleted
+    assert not list((out / "checkpoints").rglob("checkpoint-*"))
+    assert len(list((out / "checkpoints").glob("grpo-*/model/model.safetensors"))) == 2
     # the evidence: samples, results, settings per row (and seed), training logs, registration
     for stem in ("direct", "cot", "trained/seed-0", "trained/seed-1"):
         for suffix in (".jsonl", ".results.jsonl", ".run.json"):

@@ -11,33 +11,13 @@ from pathlib import Path
 
 from corebench.harness.config import ENV_EXECUTOR, ENV_JUDGE_URL, MANIFEST_NAME
 
-from .distributed import is_main_process
 from .settings import TrainSettings, evaluated_with
-
-RESUME_PREFIX = "checkpoint-"  # the trainers' resumable states: transformers' and comlrl's name
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
-    """Run one training method; returns the checkpoint directory of each role. Once every
-    role's manifest is written, the resume states are deleted (nothing resumes a finished run)."""
+    """Run one training method; returns the checkpoint directory of each role."""
     with judging_at(settings.judge_url, settings.executor):
-        checkpoints = _train(settings)
-    if is_main_process() and finished_checkpoints(settings):
-        drop_resume_states(Path(settings.out))
-    return checkpoints
-
-
-def drop_resume_states(out: Path) -> int:
-    """Delete every ``checkpoint-<step>`` folder under ``out`` (weights, optimizer and scheduler
-    state a killed run resumes from: three times the model's size per trainer); returns how
-    many."""
-    states = [
-        p for p in out.rglob(f"{RESUME_PREFIX}*")
-        if p.is_dir() and p.name.removeprefix(RESUME_PREFIX).isdigit()
-    ]  # fmt: skip
-    for state in states:
-        shutil.rmtree(state)
-    return len(states)
+        return _train(settings)
 
 
 @contextlib.contextmanager
@@ -93,6 +73,28 @@ def finished_checkpoints(settings: TrainSettings) -> dict[str, Path] | None:
     if all((folder / MANIFEST_NAME).exists() for folder in folders.values()):
         return folders
     return None
+
+
+# where each trainer keeps the states a killed run resumes from (``checkpoint-<step>`` folders):
+# GRPO and PTA, MAGRPO (comlrl), SFT per role, CoRe-Code per round and role
+RESUME_STATES = ("trainer", "trainer-state", "*-trainer", "round*/*/trainer")
+
+
+def drop_resume_states(out: Path) -> int:
+    """Delete the resume states of the finished run in ``out`` (weights, optimizer and scheduler
+    state: three times the model's size per trainer); returns how many. Only the trainers' own
+    folders are looked in; role checkpoints, logs and CoRe-Code's phase models stay."""
+    states = {
+        state
+        for folder in RESUME_STATES
+        for state in out.glob(f"{folder}/checkpoint-*")
+        if state.name.removeprefix("checkpoint-").isdigit()
+        and state.is_dir()
+        and not state.is_symlink()
+    }
+    for state in states:
+        shutil.rmtree(state)
+    return len(states)
 
 
 def model_spec(checkpoints: dict[str, Path]) -> str:
