@@ -625,10 +625,14 @@ def test_only_the_trainers_resume_states_are_dropped(tmp_path):
     outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     (outside / "checkpoint-7").mkdir(parents=True)
     (tmp_path / "trainer/checkpoint-7").symlink_to(outside / "checkpoint-7")
+    (outside / "trainer/checkpoint-5").mkdir(parents=True)  # another run's trainer, linked in
+    (tmp_path / "round1/coder").mkdir(parents=True)
+    (tmp_path / "round1/coder/trainer").symlink_to(outside / "trainer")
     assert drop_resume_states(tmp_path) == 4
     assert not any(s.exists() for s in states)
     assert all(k.exists() for k in kept) and (tmp_path / "trainer/checkpoint-3").is_file()
-    assert (outside / "checkpoint-7").is_dir()  # a link is not followed, nor removed
+    # links are not followed out of the folder, nor removed
+    assert (outside / "checkpoint-7").is_dir() and (outside / "trainer/checkpoint-5").is_dir()
     assert (tmp_path / "trainer").is_dir()  # the trainer's other files are its own
 
 

@@ -83,7 +83,9 @@ RESUME_STATES = ("trainer", "trainer-state", "*-trainer", "round*/*/trainer")
 def drop_resume_states(out: Path) -> int:
     """Delete the resume states of the finished run in ``out`` (weights, optimizer and scheduler
     state: three times the model's size per trainer); returns how many. Only the trainers' own
-    folders are looked in; role checkpoints, logs and CoRe-Code's phase models stay."""
+    folders are looked in, and only what lies inside ``out`` once links are resolved; role
+    checkpoints, logs and CoRe-Code's phase models stay."""
+    inside = out.resolve()
     states = {
         state
         for folder in RESUME_STATES
@@ -91,6 +93,7 @@ def drop_resume_states(out: Path) -> int:
         if state.name.removeprefix("checkpoint-").isdigit()
         and state.is_dir()
         and not state.is_symlink()
+        and state.resolve().is_relative_to(inside)
     }
     for state in states:
         shutil.rmtree(state)
