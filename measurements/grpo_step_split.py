@@ -72,7 +72,7 @@ def reproducible(args: argparse.Namespace) -> str:
     from corebench.harness.config import data_dir_setting
     from corebench.harness.registry import default_plugins
     from corebench.training.models import local_checkpoint
-    from corebench.training.rollouts import Rollouts, row_seed
+    from corebench.training.rollouts import Rollouts, chat_ids, row_seed
     from corebench.training.systems import system
 
     path = local_checkpoint(args.model)
@@ -80,12 +80,7 @@ def reproducible(args: argparse.Namespace) -> str:
     rollouts = Rollouts(AutoModelForCausalLM.from_pretrained(path, dtype="float32"), tokenizer)
     tasks = default_plugins().benchmarks.get("mbpp").component(data_dir_setting()).tasks("train")
     prompt = system("direct").role_prompt
-    chats = [
-        tokenizer.apply_chat_template([{"role": "user", "content": prompt("model", t)}],
-                                      add_generation_prompt=True, tokenize=False)
-        for t in tasks[:2]
-    ]  # fmt: skip
-    ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in chats]
+    ids = [chat_ids(tokenizer, prompt("model", t)) for t in tasks[:2]]
     g = args.generations
     seeds = [row_seed(0, 0, 0, i) for i in range(2 * g)]
     options = {"max_new_tokens": args.tokens, "temperature": 1.0}

@@ -20,6 +20,7 @@ from corebench.harness import config as C
 from corebench.plugins.systems.corecode.outline import parse_plan
 from corebench.training.data import load_train_data
 from corebench.training.plans import planner_prompt
+from corebench.training.rollouts import chat_ids
 from corebench.training.settings import TrainSettings
 
 BUDGET = 256  # the planner phase's max_completion_length in the studies
@@ -45,17 +46,7 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).eval()
     engine = DecodeEngine(model, tokenizer, "cpu", 32)
-    ids = [
-        tokenizer(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": planner_prompt(t)}],
-                add_generation_prompt=True,
-                tokenize=False,
-            ),
-            add_special_tokens=False,
-        ).input_ids
-        for t in tasks
-    ]
+    ids = [chat_ids(tokenizer, planner_prompt(t)) for t in tasks]
     try:
         for temperature in (0.0, 1.0):
             outs = engine.complete(

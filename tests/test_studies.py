@@ -232,8 +232,9 @@ def test_shipped_studies_are_valid_at_both_scales(data_dir):
 @pytest.mark.model
 def test_the_training_effect_study_runs_at_its_smoke_scale(tmp_path, data_dir):
     """The hours-long study's steps at seconds scale: the SFT cold starts once (the direct one
-    and CoRe-Code's planner's), then GRPO, MAGRPO and CoRe-Code from them for each of two seeds, seven rows on three MBPP+ tasks, the planned comparisons
-    pooled over the seeds and Holm-corrected, and what training logged, validation included."""
+    and CoRe-Code's planner's), then GRPO, MAGRPO and CoRe-Code from them for each of two seeds,
+    seven rows on three MBPP+ tasks, the planned comparisons pooled over the seeds and
+    Holm-corrected, and what training logged, validation included."""
     path, out = ROOT / "studies" / "training-effect.toml", tmp_path / "out"
     done = study(str(path), "--scale", "smoke", "--out", str(out), "--data-dir", str(data_dir))
     assert done.returncode == 0, done.stderr[-3000:]

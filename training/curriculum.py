@@ -25,7 +25,7 @@ from corebench.harness.metadata import file_fingerprint
 
 from .data import TrainData, TrainTask
 from .rewards import run_tests
-from .rollouts import ROLLOUT_BATCH, row_seed
+from .rollouts import ROLLOUT_BATCH, chat_ids, row_seed
 from .settings import SINGLE_MODEL_SYSTEM, TrainSettings
 from .systems import system
 
@@ -73,12 +73,7 @@ def solve_rates(
     try:
         ids, seeds = [], []
         for index, task in enumerate(tasks):
-            chat = tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt("model", task.task)}],
-                add_generation_prompt=True,
-                tokenize=False,
-            )
-            ids += [tokenizer(chat, add_special_tokens=False)["input_ids"]] * k
+            ids += [chat_ids(tokenizer, prompt("model", task.task))] * k
             seeds += [row_seed(FILTER_SEED, index, j) for j in range(k)]
         completions = engine.complete(
             ids, max_new_tokens=settings.max_completion_length, temperature=settings.temperature,

@@ -26,6 +26,15 @@ from typing import Any
 ROLLOUT_BATCH = 32  # sequences decoded together
 
 
+def chat_ids(tokenizer: Any, prompt: str) -> list[int]:
+    """A user turn's ``prompt`` as the model sees it: the chat template with the assistant's turn
+    opened, as token ids."""
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+    )
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
 def row_seed(*parts: int) -> int:
     """A 63-bit seed from integers (trainer seed, step, call, row): stable across processes."""
     digest = hashlib.sha256(",".join(map(str, parts)).encode()).digest()
