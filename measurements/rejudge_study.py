@@ -3,20 +3,26 @@ comparisons from EvalPlus's verdicts: a reader's check that the study's conclusi
 depend on corebench's judge.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/rejudge_study.py \\
-        docs/studies/grpo-from-sft
+        docs/studies/grpo-from-sft [--parallel 2]
 
 Every row's (and seed's) EvalPlus samples file is copied to a scratch folder and judged by
 `python -m evalplus.evaluate --dataset mbpp` (the data file from the data folder, through
 EvalPlus's `MBPP_OVERRIDE_PATH`); a sample passes when EvalPlus passes it on the base and the
-plus inputs. Prints per row: pass@1 by corebench and by EvalPlus and the samples they disagree
-on; then the study's pass@1 comparisons (planned, Collaboration Gain) with their differences,
-tests, p, Holm p and whether every seed agrees, computed by the study report's own code on
-EvalPlus's verdicts.
+plus inputs; `--parallel` is EvalPlus's own worker count (its default: half the CPUs). Prints
+per row: pass@1 by corebench and by EvalPlus and the samples they disagree on; then the study's
+pass@1 comparisons (planned, Collaboration Gain) with their differences, tests, p, Holm p and
+whether every seed agrees, computed by the study report's own code on EvalPlus's verdicts.
+
+`--results-from DIR` takes EvalPlus's results instead of running it: each row's
+`samples_eval_results.json`, gzipped, as `DIR/ROW.json.gz` or `DIR/ROW-seed-S.json.gz` (judged
+on another machine, say, by `python -m evalplus.evaluate` on a copy of the row's samples file
+with the same data file).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -33,20 +39,34 @@ from corebench.studies.spec import load_study
 OVERRIDE = {"mbpp": "MBPP_OVERRIDE_PATH", "humaneval": "HUMANEVAL_OVERRIDE_PATH"}
 
 
-def evalplus_verdicts(samples: Path, bench: str, data_file: Path, work: Path) -> list[bool]:
-    """EvalPlus's base-and-plus verdict of each line of a samples file, in order."""
+def evalplus_results(
+    samples: Path, bench: str, data_file: Path, work: Path, parallel: int | None = None
+) -> dict:
+    """EvalPlus's results file (its ``eval`` part) for a samples file, judged here."""
     work.mkdir(parents=True)
     copy = work / "samples.jsonl"
     copy.write_bytes(samples.read_bytes())
     env = {**os.environ, OVERRIDE[bench]: str(data_file)}
-    subprocess.run(
-        [sys.executable, "-m", "evalplus.evaluate", "--dataset", bench, "--samples", str(copy)],
-        env=env, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    results = json.loads((work / "samples_eval_results.json").read_text())["eval"]
+    command = [
+        sys.executable,
+        "-m",
+        "evalplus.evaluate",
+        "--dataset",
+        bench,
+        "--samples",
+        str(copy),
+    ]
+    if parallel:
+        command += ["--parallel", str(parallel)]
+    subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    return json.loads((work / "samples_eval_results.json").read_text())["eval"]
+
+
+def verdicts_of(samples: Path, results: dict) -> list[bool]:
+    """EvalPlus's base-and-plus verdict of each line of a samples file, in order."""
     seen: dict[str, int] = {}
     verdicts = []
-    for line in copy.read_text().splitlines():
+    for line in samples.read_text().splitlines():
         task_id = json.loads(line)["task_id"]
         r = results[task_id][seen.get(task_id, 0)]
         seen[task_id] = seen.get(task_id, 0) + 1
@@ -57,6 +77,12 @@ def evalplus_verdicts(samples: Path, bench: str, data_file: Path, work: Path) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--parallel", type=int, help="EvalPlus's worker processes")
+    parser.add_argument(
+        "--results-from",
+        type=Path,
+        help="judged elsewhere: EvalPlus's results file of each row as ROW[-seed-S].json.gz here",
+    )
     args = parser.parse_args()
     root = args.folder
     scale = json.loads((root / evidence.REGISTRATION).read_text())["scale"]
@@ -73,12 +99,16 @@ def main() -> None:
                 stem = evidence.row_stem(root, run.name, seed)
                 samples = stem.with_name(stem.name + ".jsonl")
                 label = f"{run.name}" + ("" if seed is None else f" seed {seed}")
-                theirs = evalplus_verdicts(
-                    samples,
-                    study.header.benchmark,
-                    bench.path,
-                    Path(scratch) / label.replace(" ", "-"),
-                )
+                name = label.replace(" ", "-")
+                if args.results_from:
+                    with gzip.open(args.results_from / f"{name}.json.gz", "rt") as f:
+                        results = json.load(f)["eval"]
+                else:
+                    results = evalplus_results(
+                        samples, study.header.benchmark, bench.path, Path(scratch) / name,
+                        args.parallel,
+                    )  # fmt: skip
+                theirs = verdicts_of(samples, results)
                 ours = [r["verdict"] == "passed" for r in data["results"]]
                 differ = [
                     f"{r['task_id']}#{r['sample_index']}"

@@ -222,7 +222,8 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
 
 def test_shipped_studies_are_valid_at_both_scales(data_dir):
     names = ("magrpo-class.toml", "corecode-comparison.toml", "training-effect.toml",
-             "grpo-from-sft.toml", "magrpo-from-sft.toml", "corecode-from-sft.toml")  # fmt: skip
+             "grpo-from-sft.toml", "magrpo-from-sft.toml", "corecode-from-sft.toml",
+             "grpo-from-sft-sampled.toml")  # fmt: skip
     for name in names:
         for scale in ("full", "smoke"):
             spec = load_study(ROOT / "studies" / name, scale, default_plugins(), data_dir)
