@@ -14,15 +14,16 @@ pass@1 comparisons (planned, Collaboration Gain) with their differences, tests, 
 whether every seed agrees, computed by the study report's own code on EvalPlus's verdicts.
 
 `--results-from DIR` takes EvalPlus's results instead of running it: each row's
-`samples_eval_results.json`, gzipped, as `DIR/ROW.json.gz` or `DIR/ROW-seed-S.json.gz` (judged
-on another machine, say, by `python -m evalplus.evaluate` on a copy of the row's samples file
-with the same data file).
+`samples_eval_results.json`, gzipped, as `DIR/ROW.json.gz` or `DIR/ROW-seed-S.json.gz`, as
+`measurements/evalplus_results.sh` writes them on a machine with more CPUs; results judged on
+another data file (EvalPlus's hash of it) or on other solutions than the row's are refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -42,7 +43,7 @@ OVERRIDE = {"mbpp": "MBPP_OVERRIDE_PATH", "humaneval": "HUMANEVAL_OVERRIDE_PATH"
 def evalplus_results(
     samples: Path, bench: str, data_file: Path, work: Path, parallel: int | None = None
 ) -> dict:
-    """EvalPlus's results file (its ``eval`` part) for a samples file, judged here."""
+    """EvalPlus's results file for a samples file, judged here."""
     work.mkdir(parents=True)
     copy = work / "samples.jsonl"
     copy.write_bytes(samples.read_bytes())
@@ -59,17 +60,24 @@ def evalplus_results(
     if parallel:
         command += ["--parallel", str(parallel)]
     subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-    return json.loads((work / "samples_eval_results.json").read_text())["eval"]
+    return json.loads((work / "samples_eval_results.json").read_text())
 
 
-def verdicts_of(samples: Path, results: dict) -> list[bool]:
-    """EvalPlus's base-and-plus verdict of each line of a samples file, in order."""
+def verdicts_of(samples: Path, results: dict, data_file: Path) -> list[bool]:
+    """EvalPlus's base-and-plus verdict of each line of a samples file, in order (EvalPlus keeps
+    a task's samples in the file's order). Refuses results judged on another data file or on
+    other solutions than the file's."""
+    if results["hash"] != hashlib.md5(data_file.read_bytes()).hexdigest():
+        raise SystemExit(f"{samples}: EvalPlus's results were judged on another data file")
     seen: dict[str, int] = {}
     verdicts = []
-    for line in samples.read_text().splitlines():
-        task_id = json.loads(line)["task_id"]
-        r = results[task_id][seen.get(task_id, 0)]
+    for number, line in enumerate(samples.read_text().splitlines(), 1):
+        sample = json.loads(line)
+        task_id = sample["task_id"]
+        r = results["eval"][task_id][seen.get(task_id, 0)]
         seen[task_id] = seen.get(task_id, 0) + 1
+        if r["solution"] != sample["solution"]:
+            raise SystemExit(f"{samples}:{number}: EvalPlus's results judged another solution")
         verdicts.append(r["base_status"] == "pass" and r["plus_status"] == "pass")
     return verdicts
 
@@ -102,13 +110,13 @@ def main() -> None:
                 name = label.replace(" ", "-")
                 if args.results_from:
                     with gzip.open(args.results_from / f"{name}.json.gz", "rt") as f:
-                        results = json.load(f)["eval"]
+                        results = json.load(f)
                 else:
                     results = evalplus_results(
                         samples, study.header.benchmark, bench.path, Path(scratch) / name,
                         args.parallel,
                     )  # fmt: skip
-                theirs = verdicts_of(samples, results)
+                theirs = verdicts_of(samples, results, bench.path)
                 ours = [r["verdict"] == "passed" for r in data["results"]]
                 differ = [
                     f"{r['task_id']}#{r['sample_index']}"

@@ -15,7 +15,10 @@ old settings is mixed in. What each finished step and row leaves is exported as 
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,17 +54,39 @@ class Layout:
         return self.root / f"report.{suffix}"
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
+
+
+def _tied_to(parent: int, target: Callable[..., object], args: tuple) -> None:
+    """``target(*args)`` in a child that ends when ``parent`` does: on Linux the kernel sends
+    it SIGTERM then; a child whose parent is already gone exits at once."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        sys.exit(1)
+    target(*args)
+
+
+def in_child(target: Callable[..., object], *args: object) -> int | None:
+    """Run ``target(*args)`` in a fresh (spawned) process and wait for it; its exit code. The
+    child does not outlive the study's process: stopping the study (``kill PID``) stops it."""
+    child = multiprocessing.get_context("spawn").Process(
+        target=_tied_to, args=(os.getpid(), target, args)
+    )
+    child.start()
+    child.join()
+    return child.exitcode
+
+
 def train_in_child(settings: TrainSettings) -> None:
     """Train in a fresh process, so that what training holds (models, optimizer state, the
     trainer's caches: gigabytes that outlive the trainer) is returned when it ends, before the
     next step or the runs (one process for a whole study grew past 20 GiB)."""
-    child = multiprocessing.get_context("spawn").Process(target=run_training, args=(settings,))
-    child.start()
-    child.join()
-    if child.exitcode != 0:
+    exitcode = in_child(run_training, settings)
+    if exitcode != 0:
         raise CorebenchError(
             f"training step {settings.method} -> {settings.out} failed (exit code "
-            f"{child.exitcode}); its output is above, and running the study again resumes it"
+            f"{exitcode}); its output is above, and running the study again resumes it"
         )
 
 

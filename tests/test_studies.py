@@ -9,8 +9,10 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from corebench.harness.errors import CorebenchError
@@ -218,6 +220,34 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert "run cot seed 1: 3 new samples" in third.stderr
     assert third.stderr.count("3 already done") == 3
     assert len(list((out / "runs").iterdir())) == 6
+
+
+def test_a_step_s_process_ends_when_the_study_s_process_is_killed():
+    """A training step runs in a spawned child (``execute.in_child``); ``kill STUDY_PID`` once
+    left that child training on, an orphan at full CPU, for 11 minutes. Here the child sleeps
+    for two minutes; the study's process is killed with SIGKILL, and the child must be gone."""
+    script = (
+        "import time\nfrom corebench.studies.execute import in_child\nin_child(time.sleep, 120)\n"
+    )
+    study = subprocess.Popen([sys.executable, "-c", script])
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not children and time.monotonic() < deadline:
+            time.sleep(0.2)
+            kids = psutil.Process(study.pid).children()
+            children = [c for c in kids if "spawn_main" in " ".join(c.cmdline())]
+        assert children, "the step's child never started"
+        time.sleep(1)  # past the child's start, where it ties itself to its parent
+        study.kill()
+        study.wait()
+        _, alive = psutil.wait_procs(children, timeout=20)
+        assert not alive, f"the step's child outlived the study: {alive}"
+    finally:
+        study.kill()
+        for child in children:
+            if child.is_running():
+                child.kill()
 
 
 def test_shipped_studies_are_valid_at_both_scales(data_dir):

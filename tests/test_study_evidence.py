@@ -4,6 +4,8 @@ folder's report rewritten byte for byte from its files alone."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -166,3 +168,41 @@ def test_committed_study_folders_rewrite_their_reports_byte_for_byte(folder, tmp
     rewritten = (copy / "report.md").read_bytes()
     assert rewritten == (folder / "report.md").read_bytes()
     assert str(tmp_path).encode() not in rewritten and str(ROOT).encode() not in rewritten
+
+
+def _rejudge():
+    spec = importlib.util.spec_from_file_location(
+        "rejudge_study", ROOT / "measurements" / "rejudge_study.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_evalplus_results_are_read_in_the_samples_files_order_and_checked(tmp_path):
+    """``rejudge_study.verdicts_of``: a task's j-th result is its j-th line in the samples file
+    (two samples per task, interleaved with another task's), and results judged on another data
+    file or on other solutions are refused rather than misaligned."""
+    verdicts_of = _rejudge().verdicts_of
+    data = tmp_path / "data.jsonl.gz"
+    data.write_bytes(b"the data file")
+    lines = [("Mbpp/2", "a"), ("Mbpp/3", "b"), ("Mbpp/2", "c"), ("Mbpp/3", "d")]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": t, "solution": s}) + "\n" for t, s in lines))
+
+    def result(solution: str, base: str, plus: str) -> dict:
+        return {"solution": solution, "base_status": base, "plus_status": plus}
+
+    results = {
+        "hash": hashlib.md5(b"the data file").hexdigest(),
+        "eval": {
+            "Mbpp/2": [result("a", "pass", "fail"), result("c", "pass", "pass")],
+            "Mbpp/3": [result("b", "pass", "pass"), result("d", "fail", "fail")],
+        },
+    }
+    assert verdicts_of(samples, results, data) == [False, True, True, False]
+    with pytest.raises(SystemExit, match="another data file"):
+        verdicts_of(samples, {**results, "hash": "0" * 32}, data)
+    swapped = {**results["eval"], "Mbpp/2": results["eval"]["Mbpp/2"][::-1]}
+    with pytest.raises(SystemExit, match=r"samples.jsonl:1: .*another solution"):
+        verdicts_of(samples, {**results, "eval": swapped}, data)
