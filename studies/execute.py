@@ -20,6 +20,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,15 +62,22 @@ def _tied_to(parent: int, target: Callable[..., object], args: tuple) -> None:
     """``target(*args)`` in a child that ends when ``parent`` does: on Linux the kernel sends
     it SIGTERM then; a child whose parent is already gone exits at once."""
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            warnings.warn(
+                f"prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this step "
+                "keeps running if the study's process is killed",
+                stacklevel=1,
+            )
     if os.getppid() != parent:
         sys.exit(1)
     target(*args)
 
 
 def in_child(target: Callable[..., object], *args: object) -> int | None:
-    """Run ``target(*args)`` in a fresh (spawned) process and wait for it; its exit code. The
-    child does not outlive the study's process: stopping the study (``kill PID``) stops it."""
+    """Run ``target(*args)`` in a fresh (spawned) process and wait for it; its exit code. On
+    Linux the child does not outlive the study's process: stopping the study (``kill PID``)
+    stops it."""
     child = multiprocessing.get_context("spawn").Process(
         target=_tied_to, args=(os.getpid(), target, args)
     )

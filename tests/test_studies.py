@@ -222,23 +222,25 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert len(list((out / "runs").iterdir())) == 6
 
 
-def test_a_step_s_process_ends_when_the_study_s_process_is_killed():
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_step_s_process_ends_when_the_study_s_process_is_killed(tmp_path):
     """A training step runs in a spawned child (``execute.in_child``); ``kill STUDY_PID`` once
-    left that child training on, an orphan at full CPU, for 11 minutes. Here the child sleeps
-    for two minutes; the study's process is killed with SIGKILL, and the child must be gone."""
-    script = (
-        "import time\nfrom corebench.studies.execute import in_child\nin_child(time.sleep, 120)\n"
-    )
+    left that child training on, an orphan at full CPU, for 11 minutes. Here the child's target
+    marks that it has started, then sleeps for two minutes; once it runs, the study's process is
+    killed with SIGKILL, and the child must be gone."""
+    marker = tmp_path / "started"
+    target = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(120)"
+    script = f"from corebench.studies.execute import in_child\nin_child(exec, {target!r})\n"
     study = subprocess.Popen([sys.executable, "-c", script])
     children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 60
-        while not children and time.monotonic() < deadline:
-            time.sleep(0.2)
-            kids = psutil.Process(study.pid).children()
-            children = [c for c in kids if "spawn_main" in " ".join(c.cmdline())]
-        assert children, "the step's child never started"
-        time.sleep(1)  # past the child's start, where it ties itself to its parent
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "the step's child never reached its target"
+        kids = psutil.Process(study.pid).children()
+        children = [c for c in kids if "spawn_main" in " ".join(c.cmdline())]
+        assert len(children) == 1 and children[0].is_running()
         study.kill()
         study.wait()
         _, alive = psutil.wait_procs(children, timeout=20)

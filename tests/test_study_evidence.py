@@ -197,10 +197,11 @@ def test_evalplus_results_are_read_in_the_samples_files_order_and_checked(tmp_pa
         "hash": hashlib.md5(b"the data file").hexdigest(),
         "eval": {
             "Mbpp/2": [result("a", "pass", "fail"), result("c", "pass", "pass")],
-            "Mbpp/3": [result("b", "pass", "pass"), result("d", "fail", "fail")],
+            "Mbpp/3": [result("b", "pass", "fail"), result("d", "pass", "pass")],
         },
     }
-    assert verdicts_of(samples, results, data) == [False, True, True, False]
+    # file order a, b, c, d; the results' own order (a, c, b, d) would give [F, T, F, T]
+    assert verdicts_of(samples, results, data) == [False, False, True, True]
     with pytest.raises(SystemExit, match="another data file"):
         verdicts_of(samples, {**results, "hash": "0" * 32}, data)
     swapped = {**results["eval"], "Mbpp/2": results["eval"]["Mbpp/2"][::-1]}
