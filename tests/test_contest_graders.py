@@ -11,10 +11,9 @@ code_contests`` ``execution/tester_sandboxer.cc``).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from pathlib import Path
 
+import measurement_scripts
 import pytest
 
 from corebench.harness import FunctionalSuite
@@ -33,21 +32,10 @@ from corebench.plugins.benchmarks.contest_graders import (
 )
 from corebench.plugins.benchmarks.livecodebench import LiveCodeBench
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "hf"
 
 
-def _measurement():
-    spec = importlib.util.spec_from_file_location(
-        "versus_livecodebench", ROOT / "measurements" / "versus_livecodebench.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-versus = _measurement()
+versus = measurement_scripts.load("versus_livecodebench")
 
 
 # --- LiveCodeBench ------------------------------------------------------------------------------
@@ -185,24 +173,15 @@ def test_apps_call_check_row(returned, expected, verdict, rule):
     assert AppsCall()(output, apps_expected(expected), []) is (verdict == "pass"), rule
 
 
-def _apps_versus():
-    spec = importlib.util.spec_from_file_location(
-        "versus_apps_grader", ROOT / "measurements" / "versus_apps_grader.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_apps_runs_programs_as_its_grader():
     """Whole programs as APPS's grader runs them (its import header, `exit` and `quit` set to
     None, no `__main__`, `sys.exit(n)` a normal end), with the two idioms corebench keeps:
     ``measurements/versus_apps_grader.py`` checks APPS's verdicts on the same programs."""
-    programs = _apps_versus().PROGRAMS
+    apps_versus = measurement_scripts.load("versus_apps_grader")
+    programs = apps_versus.PROGRAMS
     apps = Apps(FIXTURES)
     suite = apps.test_suite("APPS/4001")
-    assert suite.inputs["tests"] == [[i] for i in _apps_versus().SUM_TESTS["inputs"]]
+    assert suite.inputs["tests"] == [[i] for i in apps_versus.SUM_TESTS["inputs"]]
 
     async def judge_all():
         executor = Executor(workers=2)

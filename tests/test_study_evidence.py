@@ -5,7 +5,6 @@ folder's report rewritten byte for byte from its files alone."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import measurement_scripts
 import pytest
 
 from corebench.studies.evidence import (
@@ -170,20 +170,11 @@ def test_committed_study_folders_rewrite_their_reports_byte_for_byte(folder, tmp
     assert str(tmp_path).encode() not in rewritten and str(ROOT).encode() not in rewritten
 
 
-def _rejudge():
-    spec = importlib.util.spec_from_file_location(
-        "rejudge_study", ROOT / "measurements" / "rejudge_study.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_evalplus_results_are_read_in_the_samples_files_order_and_checked(tmp_path):
     """``rejudge_study.verdicts_of``: a task's j-th result is its j-th line in the samples file
     (two samples per task, interleaved with another task's), and results judged on another data
     file or on other solutions are refused rather than misaligned."""
-    verdicts_of = _rejudge().verdicts_of
+    verdicts_of = measurement_scripts.load("rejudge_study").verdicts_of
     data = tmp_path / "data.jsonl.gz"
     data.write_bytes(b"the data file")
     lines = [("Mbpp/2", "a"), ("Mbpp/3", "b"), ("Mbpp/2", "c"), ("Mbpp/3", "d")]
