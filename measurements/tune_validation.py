@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from corebench.harness.config import MANIFEST_NAME
+from corebench.studies.execute import end_with_parent
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
 
@@ -62,7 +63,8 @@ def main() -> None:
             for item in start + overrides:
                 command += ["--set", item]
             print(f"training {tried} -> {folder}", file=sys.stderr, flush=True)
-            subprocess.run(command, check=True)
+            # a killed tuning script does not leave its training run going
+            subprocess.run(command, check=True, preexec_fn=end_with_parent)
         manifest = manifest_of(folder)
         d = manifest.get("diagnostics") or {}
         # CoRe-Code: phases in turn; the first phase's first validation is the start

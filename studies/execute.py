@@ -58,17 +58,23 @@ class Layout:
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 
 
-def _tied_to(parent: int, target: Callable[..., object], args: tuple) -> None:
-    """``target(*args)`` in a child that ends when ``parent`` does: on Linux the kernel sends
-    it SIGTERM then; a child whose parent is already gone exits at once."""
+def end_with_parent() -> None:
+    """Ask the kernel (Linux) for SIGTERM when this process's parent ends; a warning where it
+    refuses. The request survives ``exec``, so it is also a ``subprocess`` ``preexec_fn``."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
             warnings.warn(
-                f"prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this step "
-                "keeps running if the study's process is killed",
+                f"prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this "
+                "process keeps running if its parent is killed",
                 stacklevel=1,
             )
+
+
+def _tied_to(parent: int, target: Callable[..., object], args: tuple) -> None:
+    """``target(*args)`` in a child that ends when ``parent`` does: on Linux the kernel sends
+    it SIGTERM then; a child whose parent is already gone exits at once."""
+    end_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
     target(*args)

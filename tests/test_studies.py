@@ -252,6 +252,38 @@ def test_a_step_s_process_ends_when_the_study_s_process_is_killed(tmp_path):
                 child.kill()
 
 
+def test_a_command_started_with_end_with_parent_ends_when_its_parent_is_killed(tmp_path):
+    """``measurements/tune_validation.py`` runs each training as a ``corebench train`` command;
+    killing the script once left that command training on. Started with ``preexec_fn =
+    end_with_parent``, the command (another interpreter, after ``exec``) marks that it runs and
+    sleeps; its parent is killed with SIGKILL, and the command must be gone."""
+    marker = tmp_path / "started"
+    target = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(120)"
+    script = (
+        "import subprocess, sys\n"
+        "from corebench.studies.execute import end_with_parent\n"
+        f"subprocess.run([sys.executable, '-c', {target!r}], preexec_fn=end_with_parent)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), "the command never ran"
+        children = psutil.Process(parent.pid).children()
+        assert len(children) == 1 and children[0].is_running()
+        parent.kill()
+        parent.wait()
+        _, alive = psutil.wait_procs(children, timeout=20)
+        assert not alive, f"the command outlived its parent: {alive}"
+    finally:
+        parent.kill()
+        for child in children:
+            if child.is_running():
+                child.kill()
+
+
 def test_shipped_studies_are_valid_at_both_scales(data_dir):
     names = ("magrpo-class.toml", "corecode-comparison.toml", "training-effect.toml",
              "grpo-from-sft.toml", "magrpo-from-sft.toml", "corecode-from-sft.toml",
