@@ -222,66 +222,62 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert len(list((out / "runs").iterdir())) == 6
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_a_step_s_process_ends_when_the_study_s_process_is_killed(tmp_path):
-    """A training step runs in a spawned child (``execute.in_child``); ``kill STUDY_PID`` once
-    left that child training on, an orphan at full CPU, for 11 minutes. Here the child's target
-    marks that it has started, then sleeps for two minutes; once it runs, the study's process is
-    killed with SIGKILL, and the child must be gone."""
-    marker = tmp_path / "started"
-    target = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(120)"
-    script = f"from corebench.studies.execute import in_child\nin_child(exec, {target!r})\n"
-    study = subprocess.Popen([sys.executable, "-c", script])
-    children: list[psutil.Process] = []
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert marker.exists(), "the step's child never reached its target"
-        kids = psutil.Process(study.pid).children()
-        children = [c for c in kids if "spawn_main" in " ".join(c.cmdline())]
-        assert len(children) == 1 and children[0].is_running()
-        study.kill()
-        study.wait()
-        _, alive = psutil.wait_procs(children, timeout=20)
-        assert not alive, f"the step's child outlived the study: {alive}"
-    finally:
-        study.kill()
-        for child in children:
-            if child.is_running():
-                child.kill()
+def sleeper(marker: Path) -> str:
+    """Python that marks that it has started, then sleeps for two minutes."""
+    return f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(120)"
 
 
-def test_a_command_started_with_end_with_parent_ends_when_its_parent_is_killed(tmp_path):
-    """``measurements/tune_validation.py`` runs each training as a ``corebench train`` command;
-    killing the script once left that command training on. Started with ``preexec_fn =
-    end_with_parent``, the command (another interpreter, after ``exec``) marks that it runs and
-    sleeps; its parent is killed with SIGKILL, and the command must be gone."""
-    marker = tmp_path / "started"
-    target = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(120)"
-    script = (
-        "import subprocess, sys\n"
-        "from corebench.studies.execute import end_with_parent\n"
-        f"subprocess.run([sys.executable, '-c', {target!r}], preexec_fn=end_with_parent)\n"
-    )
+def assert_killing_the_parent_ends_the_child(script: str, marker: Path, kind: str = "") -> None:
+    """Run ``script`` in a process whose one child (``kind`` in its command line) runs
+    ``sleeper(marker)``; once the marker is there, SIGKILL the process: the child must be gone
+    within 20 s."""
     parent = subprocess.Popen([sys.executable, "-c", script])
     children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 60
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert marker.exists(), "the command never ran"
-        children = psutil.Process(parent.pid).children()
+        assert marker.exists(), "the child never reached its target"
+        kids = psutil.Process(parent.pid).children()
+        children = [c for c in kids if kind in " ".join(c.cmdline())]
         assert len(children) == 1 and children[0].is_running()
         parent.kill()
         parent.wait()
         _, alive = psutil.wait_procs(children, timeout=20)
-        assert not alive, f"the command outlived its parent: {alive}"
+        assert not alive, f"the child outlived its parent: {alive}"
     finally:
         parent.kill()
         for child in children:
             if child.is_running():
                 child.kill()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_step_s_process_ends_when_the_study_s_process_is_killed(tmp_path):
+    """A training step runs in a spawned child (``execute.in_child``); ``kill STUDY_PID`` once
+    left that child training on, an orphan at full CPU, for 11 minutes. Here the child's target
+    marks that it has started, then sleeps; once it runs, the study's process is killed with
+    SIGKILL, and the child must be gone."""
+    marker = tmp_path / "started"
+    script = (
+        f"from corebench.studies.execute import in_child\nin_child(exec, {sleeper(marker)!r})\n"
+    )
+    assert_killing_the_parent_ends_the_child(script, marker, kind="spawn_main")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_command_started_with_end_with_parent_ends_when_its_parent_is_killed(tmp_path):
+    """``measurements/tune_validation.py`` runs each training as a ``corebench train`` command;
+    killing the script once left that command training on. Started with ``preexec_fn =
+    end_with_parent``, the command (another interpreter, after ``exec``) marks that it runs and
+    sleeps; its parent is killed with SIGKILL, and the command must be gone."""
+    marker = tmp_path / "started"
+    script = (
+        "import subprocess, sys\n"
+        "from corebench.studies.execute import end_with_parent\n"
+        f"subprocess.run([sys.executable, '-c', {sleeper(marker)!r}], preexec_fn=end_with_parent)\n"
+    )
+    assert_killing_the_parent_ends_the_child(script, marker)
 
 
 def test_shipped_studies_are_valid_at_both_scales(data_dir):
