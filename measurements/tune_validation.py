@@ -20,10 +20,12 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import shlex
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from corebench.harness.config import MANIFEST_NAME
@@ -64,7 +66,7 @@ def main() -> None:
                 command += ["--set", item]
             print(f"training {tried} -> {folder}", file=sys.stderr, flush=True)
             # a killed tuning script does not leave its training run going
-            subprocess.run(command, check=True, preexec_fn=end_with_parent)
+            subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
         manifest = manifest_of(folder)
         d = manifest.get("diagnostics") or {}
         # CoRe-Code: phases in turn; the first phase's first validation is the start

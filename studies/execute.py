@@ -56,27 +56,31 @@ class Layout:
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
+# looked up once, here: a subprocess's preexec_fn runs between fork and exec, where loading a
+# library is not safe in a process with threads
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
-def end_with_parent() -> None:
-    """Ask the kernel (Linux) for SIGTERM when this process's parent ends; a warning where it
-    refuses. The request survives ``exec``, so it is also a ``subprocess`` ``preexec_fn``."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            warnings.warn(
-                f"prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this "
-                "process keeps running if its parent is killed",
-                stacklevel=1,
-            )
+def end_with_parent(parent: int | None = None) -> None:
+    """Ask the kernel (Linux) for SIGTERM when this process's parent ends, a warning where it
+    refuses; with ``parent`` (the pid that started this process), exit at once where it is
+    already gone. The request survives ``exec``, so ``functools.partial(end_with_parent,
+    os.getpid())`` is a ``subprocess`` ``preexec_fn`` too. It reaches this process only: its own
+    children (sandboxed programs, each under its limits) are not tied to it."""
+    if _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        warnings.warn(
+            f"prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this "
+            "process keeps running if its parent is killed",
+            stacklevel=1,
+        )
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def _tied_to(parent: int, target: Callable[..., object], args: tuple) -> None:
     """``target(*args)`` in a child that ends when ``parent`` does: on Linux the kernel sends
     it SIGTERM then; a child whose parent is already gone exits at once."""
-    end_with_parent()
-    if os.getppid() != parent:
-        sys.exit(1)
+    end_with_parent(parent)
     target(*args)
 
 

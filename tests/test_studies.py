@@ -268,14 +268,15 @@ def test_a_step_s_process_ends_when_the_study_s_process_is_killed(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_command_started_with_end_with_parent_ends_when_its_parent_is_killed(tmp_path):
     """``measurements/tune_validation.py`` runs each training as a ``corebench train`` command;
-    killing the script once left that command training on. Started with ``preexec_fn =
-    end_with_parent``, the command (another interpreter, after ``exec``) marks that it runs and
-    sleeps; its parent is killed with SIGKILL, and the command must be gone."""
+    killing the script once left that command training on. Started with ``preexec_fn`` a
+    ``partial(end_with_parent, PID)``, the command (another interpreter, after ``exec``) marks
+    that it runs and sleeps; its parent is killed with SIGKILL, and the command must be gone."""
     marker = tmp_path / "started"
     script = (
-        "import subprocess, sys\n"
+        "import functools, os, subprocess, sys\n"
         "from corebench.studies.execute import end_with_parent\n"
-        f"subprocess.run([sys.executable, '-c', {sleeper(marker)!r}], preexec_fn=end_with_parent)\n"
+        "tied = functools.partial(end_with_parent, os.getpid())\n"
+        f"subprocess.run([sys.executable, '-c', {sleeper(marker)!r}], preexec_fn=tied)\n"
     )
     assert_killing_the_parent_ends_the_child(script, marker)
 
