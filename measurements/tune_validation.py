@@ -12,6 +12,14 @@ not trained again (each keeps its checkpoint folder), so the table can be printe
 run added, at no cost. Prints, per run: its overrides, steps, the validation reward at the start
 and at the end with the change, the training reward's first and last quarter and trend, and the
 seconds per step.
+
+`--sampled N` also evaluates the start checkpoint and each run's final one on the validation
+tasks as a sampled study row is evaluated: N samples per task at temperature 0.6 (top-p 0.95)
+with the same seed for every checkpoint (common random numbers), in float32
+(`hf:PATH?dtype=float32`: bfloat16 rounds a short run's update into noise), judged in the
+sandbox; it prints each checkpoint's pass@1 and its paired difference from the start (per task,
+the share of samples passed; the sign-flip test of `leaderboards/stats.py`). Single-model
+methods (grpo, pta) from an `hf:` start only.
 """
 
 from __future__ import annotations
@@ -28,10 +36,48 @@ import time
 from functools import partial
 from pathlib import Path
 
-from corebench.harness.config import MANIFEST_NAME
+from corebench.harness.config import MANIFEST_NAME, RESULTS_DB
+from corebench.harness.store import Store
+from corebench.harness.summary import samples_rows
+from corebench.leaderboards.stats import paired
 from corebench.studies.execute import end_with_parent
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
+SAMPLED = {"temperature": 0.6, "top_p": 0.95}  # the sampled studies' evaluation
+
+
+def in_float32(spec: str) -> str:
+    """An ``hf:`` model spec with float32 weights."""
+    if not spec.startswith("hf:"):
+        raise SystemExit(f"--sampled evaluates hf: checkpoints in float32, not {spec!r}")
+    return f"{spec}{'&' if '?' in spec else '?'}dtype=float32"
+
+
+def sampled_shares(
+    folder: Path, spec: str, manifest: dict, n: int, tokens: int
+) -> dict[str, float]:
+    """Per validation task, the share of ``n`` samples of ``spec`` (float32) that pass; the run
+    is kept in ``folder`` (an unfinished one resumes)."""
+    settings = manifest["settings"]
+    tasks = manifest["data"]["validation_tasks"]
+    command = [
+        *CLI, "run", "--system", manifest["evaluate_with"], "--bench", settings["benchmark"],
+        "--split", "train", "--tasks", ",".join(tasks), "--model", in_float32(spec),
+        "--n", str(n), "--temperature", str(SAMPLED["temperature"]),
+        "--top-p", str(SAMPLED["top_p"]), "--seed", "0", "--max-new-tokens", str(tokens),
+        "--repeats", "0", "--no-progress", "--out", str(folder),
+    ]  # fmt: skip
+    for key, value in settings["benchmark_options"].items():
+        command += ["-B", f"{key}={json.dumps(value)}"]
+    store = Store(folder, create=False) if (folder / RESULTS_DB).exists() else None
+    if store is None or len(store.finished()) < n * len(tasks):
+        print(f"evaluating {spec} on {len(tasks)} validation tasks", file=sys.stderr, flush=True)
+        subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
+        store = Store(folder, create=False)
+    passed: dict[str, list[bool]] = {task: [] for task in tasks}
+    for row in samples_rows(store):
+        passed[row["task_id"]].append(bool(row["passed"]))
+    return {task: sum(v) / len(v) for task, v in passed.items()}
 
 
 def run_folder(out: Path, overrides: list[str]) -> Path:
@@ -51,7 +97,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", help="the start checkpoint (a model spec), for every run")
     parser.add_argument("--try", dest="tries", action="append", default=[], required=True)
+    parser.add_argument(
+        "--sampled",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also evaluate sampled pass@1 on the validation tasks (N per task)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=384,
+                        help="the evaluation's token limit (--sampled)")  # fmt: skip
     args = parser.parse_args()
+    if args.sampled and args.method not in ("grpo", "pta"):
+        raise SystemExit("--sampled evaluates single-model methods (grpo, pta)")
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
@@ -84,6 +141,8 @@ def main() -> None:
                 "tau": d.get("trend_tau"),
                 "step_s": timing.get("total_s", math.nan),
                 "wall_s": time.monotonic() - started,
+                "manifest": manifest,
+                "folder": folder,
             }
         )
     print(f"{args.method} from {args.base}, validation reward of greedy completions")
@@ -95,6 +154,32 @@ def main() -> None:
         print(f"| `{r['try']}` | {r['steps']} | {r['start']:.3f} → {r['end']:.3f} "
               f"({r['end'] - r['start']:+.3f}) | {first:.3f} → {last:.3f} | "
               f"{(r['tau'] if r['tau'] is not None else math.nan):.2f} | {r['step_s']:.1f} |")  # fmt: skip
+    if args.sampled:
+        sampled(rows, args)
+
+
+def sampled(rows: list[dict], args: argparse.Namespace) -> None:
+    """The start's and each run's sampled pass@1 on the validation tasks, and the difference."""
+    first = rows[0]["manifest"]
+    if any(r["manifest"]["data"]["validation_tasks"] != first["data"]["validation_tasks"]
+           for r in rows):  # fmt: skip
+        raise SystemExit("--sampled: the runs hold out different validation tasks")
+    n, tokens = args.sampled, args.max_new_tokens
+    start = sampled_shares(args.out / f"sampled-start-n{n}", args.model, first, n, tokens)
+    tasks = sorted(start)
+    print(f"\nsampled pass@1 on the {len(tasks)} validation tasks ({n} per task, temperature "
+          f"{SAMPLED['temperature']}, top-p {SAMPLED['top_p']}, float32, seed 0 for all): "
+          f"start {100 * sum(start.values()) / len(tasks):.1f} %")  # fmt: skip
+    print("| try | pass@1 % | − start, points [95% CI] | p (sign-flip) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        checkpoint = Path(sorted(r["folder"].glob(f"*/{MANIFEST_NAME}"))[0]).parent
+        shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint}", r["manifest"],
+                                n, tokens)  # fmt: skip
+        result = paired([shares[t] for t in tasks], [start[t] for t in tasks])
+        print(f"| `{r['try']}` | {100 * sum(shares.values()) / len(tasks):.1f} | "
+              f"{100 * result.difference:+.1f} [{100 * result.low:+.1f}, {100 * result.high:+.1f}]"
+              f" | {result.p:.3f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

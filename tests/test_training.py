@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import corebench.training.rollouts as rollouts_module
 from corebench.harness import RunConfig, Task
 from corebench.harness.errors import CorebenchError, UnknownNameError
 from corebench.harness.extract import extract_code
@@ -489,6 +490,14 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
             return extract_code(text, entry_point, **kwargs)
 
         monkeypatch.setattr(magrpo, "extract_code", recording)
+    decoded: list[tuple[str, float]] = []  # each rollout call's copy's dtype and temperature
+    sample = rollouts_module.Rollouts.sample
+
+    def recording_sample(self, prompt_ids, **options):
+        decoded.append((str(self.shadow.dtype), options["temperature"]))
+        return sample(self, prompt_ids, **options)
+
+    monkeypatch.setattr(rollouts_module.Rollouts, "sample", recording_sample)
     settings = load_settings(
         method,
         None,
@@ -536,6 +545,10 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
             # validated before the step and after it, on the held-out tasks; the step timed
             found = manifest["diagnostics"]
             assert [p["step"] for p in found["validation_curve"]] == [0, 1], found
+            # validation's greedy answers from a float32 copy of the policy, rollouts from a
+            # bfloat16 one (an update below bfloat16's grid shows in validation)
+            assert {dtype for dtype, t in decoded if t == 0} == {"torch.float32"}, decoded
+            assert {dtype for dtype, t in decoded if t > 0} == {"torch.bfloat16"}, decoded
             assert found["timing"]["steps"] == 1 and found["timing"]["generation_s"] > 0
         else:
             assert manifest["loss_curve"]

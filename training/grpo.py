@@ -79,6 +79,7 @@ def trainer_class():
 
     class CorebenchGRPOTrainer(GRPOTrainer):
         rollouts = None  # a Rollouts over the policy, or None for TRL's own generation
+        validation_rollouts = None  # a float32 one for validation (with ``rollouts``)
         clock: StepClock | None = None
         drop_tied_groups = True
         _calls = (-1, 0)  # (step, rollout batches generated in it)
@@ -202,8 +203,8 @@ class Trained(NamedTuple):
 def greedy_texts(
     trainer: Any, tokenizer: Any, prompts: list[str], max_new_tokens: int
 ) -> list[str]:
-    """Greedy completions of chat prompts from the trainer's current policy: through its
-    rollouts where it has them, else ``generate`` in batches."""
+    """Greedy completions of chat prompts from the trainer's current policy: through its float32
+    validation rollouts where it has them, else ``generate`` in batches."""
     import torch
 
     chats = [
@@ -213,8 +214,10 @@ def greedy_texts(
         for p in prompts
     ]
     ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in chats]
-    if trainer.rollouts is not None:
-        outs = trainer.rollouts.sample(ids, max_new_tokens=max_new_tokens, temperature=0.0)
+    if trainer.validation_rollouts is not None:
+        outs = trainer.validation_rollouts.sample(
+            ids, max_new_tokens=max_new_tokens, temperature=0.0
+        )
     else:
         model, outs = trainer.accelerator.unwrap_model(trainer.model), []
         was_training = model.training
@@ -313,11 +316,14 @@ def run_grpo(
     trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
     if engine_rollouts(settings):
         trainer.rollouts = Rollouts(trainer.model, tokenizer)
+        if validation_rows:
+            trainer.validation_rollouts = Rollouts(trainer.model, tokenizer, dtype="float32")
     try:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     finally:
-        if trainer.rollouts is not None:
-            trainer.rollouts.close()
+        for rollouts in (trainer.rollouts, trainer.validation_rollouts):
+            if rollouts is not None:
+                rollouts.close()
     final = out / "model"
     trainer.save_model(str(final))  # the main process only (transformers' should_save)
     if is_main_process():

@@ -9,7 +9,7 @@ comlrl's trainer is used with four of its steps replaced (``corebench_trainer``)
 
 - **rollouts** through corebench's decode engine on the CPU (``rollouts.py``: a bfloat16 copy of
   each agent, continuous batching, a seeded generator per completion), each completion cut at
-  its end of sequence token;
+  its end of sequence token; validation's greedy answers from a float32 copy;
 - **the loss**: comlrl sums each completion's token log-probabilities, padding after the end of
   sequence included, times its advantage. Summed over a few hundred tokens, the gradient is a
   few hundred times a token's, which is why the training-effect study's MAGRPO steps had a
@@ -75,6 +75,7 @@ def corebench_trainer(base: type) -> type:
         chunk = 1
         _epoch = 0
         rollouts: list[Rollouts] | None = None  # one per agent; None: comlrl's generate
+        validation_rollouts: list[Rollouts] | None = None  # float32, one per agent (with them)
         clock: StepClock | None = None
         seed = 0
         _calls: dict[tuple[int, int], int] = {}  # rollout batches per (step, agent)
@@ -320,7 +321,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         for index, role in enumerate(ROLES):
             prompts = [chat(pair_system().role_prompt(role, t.task)) for t in held]
             ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-            completions = trainer.rollouts[index].sample(
+            completions = trainer.validation_rollouts[index].sample(
                 ids, max_new_tokens=settings.max_completion_length, temperature=0.0
             )
             answers[role] = [tokenizer.decode(c, skip_special_tokens=True) for c in completions]
@@ -389,6 +390,10 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     trainer.clock, trainer.seed = clock, settings.seed
     if settings.use_cpu and settings.rollouts == "engine":
         trainer.rollouts = [Rollouts(agent, tokenizer) for agent in trainer.agents]
+        if held:
+            trainer.validation_rollouts = [
+                Rollouts(agent, tokenizer, dtype="float32") for agent in trainer.agents
+            ]
     for optimizer in trainer.optimizers:  # comlrl reports no gradient norms and clips none
         optimizer.register_step_pre_hook(norms.record)
     # bf16: mixed precision as TRL's bf16 does it (float32 weights and optimizer, bfloat16
@@ -405,7 +410,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         if held and trainer.rollouts:
             validate(len(items))
     finally:
-        for rollouts in trainer.rollouts or []:
+        for rollouts in (trainer.rollouts or []) + (trainer.validation_rollouts or []):
             rollouts.close()
     raw = out / "trainer"
     trainer.save_model(str(raw))

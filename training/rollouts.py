@@ -13,15 +13,18 @@ forward) generates about a third as many tokens per second on this machine (2.82
 SFT checkpoint): ``measurements/grpo_step_split.py`` times both inside real GRPO steps.
 
 Sampling from bfloat16 weights while the loss uses the float32 ones is the same small mismatch
-as vLLM rollouts in bfloat16 with float32 training; greedy rollouts (validation) are the same
-arg-max decode as evaluation's, whose backend also runs in bfloat16 on this CPU.
+as vLLM rollouts in bfloat16 with float32 training. Validation decodes greedily from a float32
+copy instead (``dtype="float32"``): a few dozen steps at a small learning rate move few weights
+by half a bfloat16 grid step, so a bfloat16 copy shows rounding noise rather than the update
+(``measurements/update_precision.py``), and a checkpoint compared with its start is evaluated in
+float32 (``hf:PATH?dtype=float32``) for the same reason.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any
+from typing import Any, Literal
 
 ROLLOUT_BATCH = 32  # sequences decoded together
 
@@ -42,15 +45,22 @@ def row_seed(*parts: int) -> int:
 
 
 class Rollouts:
-    """Samples completions of tokenized prompts from the current weights of ``model``."""
+    """Samples completions of tokenized prompts from the current weights of ``model``, through a
+    copy of them in ``dtype`` (bfloat16 for training's rollouts, float32 for validation)."""
 
-    def __init__(self, model: Any, tokenizer: Any, max_batch: int = ROLLOUT_BATCH):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch: int = ROLLOUT_BATCH,
+        dtype: Literal["bfloat16", "float32"] = "bfloat16",
+    ):
         import torch
 
         from corebench.harness.decoding.engine import DecodeEngine
 
         self.model = model
-        self.shadow = copy.deepcopy(model).to(torch.bfloat16).eval()
+        self.shadow = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
         # accelerate's mixed precision wraps a prepared model's forward in autocast and casts
         # every output (the key/value cache too) to float32: the copy runs its own forward
         self.shadow.__dict__.pop("forward", None)
@@ -60,7 +70,7 @@ class Rollouts:
         self.engine = DecodeEngine(self.shadow, tokenizer, "cpu", max_batch)
 
     def refresh(self) -> None:
-        """Copy the policy's current weights into the bfloat16 copy."""
+        """Copy the policy's current weights into the copy."""
         import torch
 
         with torch.no_grad():
