@@ -16,10 +16,10 @@ seconds per step.
 `--sampled N` also evaluates the start checkpoint and each run's final one on the validation
 tasks as a sampled study row is evaluated: N samples per task at temperature 0.6 (top-p 0.95)
 with the same seed for every checkpoint (common random numbers), in float32
-(`hf:PATH?dtype=float32`: bfloat16 rounds a short run's update into noise), judged in the
+(`hf:PATH?dtype=float32`: bfloat16 buries a short run's update in rounding noise), judged in the
 sandbox; it prints each checkpoint's pass@1 and its paired difference from the start (per task,
-the share of samples passed; the sign-flip test of `leaderboards/stats.py`). Single-model
-methods (grpo, pta) from an `hf:` start only.
+the share of samples passed; `leaderboards/stats.py`'s sign-flip test, or exact McNemar's for
+one sample). Single-model methods (grpo, pta) from an `hf:` start only.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from corebench.harness.config import MANIFEST_NAME, RESULTS_DB
+from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_rows
 from corebench.leaderboards.stats import paired
@@ -47,19 +47,24 @@ SAMPLED = {"temperature": 0.6, "top_p": 0.95}  # the sampled studies' evaluation
 
 
 def in_float32(spec: str) -> str:
-    """An ``hf:`` model spec with float32 weights."""
+    """An ``hf:`` model spec with float32 weights (any other dtype option replaced)."""
     if not spec.startswith("hf:"):
         raise SystemExit(f"--sampled evaluates hf: checkpoints in float32, not {spec!r}")
-    return f"{spec}{'&' if '?' in spec else '?'}dtype=float32"
+    path, _, query = spec.partition("?")
+    options = [o for o in query.split("&") if o and not o.startswith("dtype=")]
+    return f"{path}?{'&'.join([*options, 'dtype=float32'])}"
 
 
 def sampled_shares(
     folder: Path, spec: str, manifest: dict, n: int, tokens: int
 ) -> dict[str, float]:
-    """Per validation task, the share of ``n`` samples of ``spec`` (float32) that pass; the run
-    is kept in ``folder`` (an unfinished one resumes)."""
+    """Per validation task, the share of ``n`` samples of ``spec`` (float32) that pass. The run
+    is kept in ``folder``: `corebench run` resumes an unfinished one, does nothing for a finished
+    one, and refuses one made with other settings."""
     settings = manifest["settings"]
     tasks = manifest["data"]["validation_tasks"]
+    if not tasks:
+        raise SystemExit("--sampled needs validation tasks (the setting validation_tasks)")
     command = [
         *CLI, "run", "--system", manifest["evaluate_with"], "--bench", settings["benchmark"],
         "--split", "train", "--tasks", ",".join(tasks), "--model", in_float32(spec),
@@ -69,15 +74,20 @@ def sampled_shares(
     ]  # fmt: skip
     for key, value in settings["benchmark_options"].items():
         command += ["-B", f"{key}={json.dumps(value)}"]
-    store = Store(folder, create=False) if (folder / RESULTS_DB).exists() else None
-    if store is None or len(store.finished()) < n * len(tasks):
-        print(f"evaluating {spec} on {len(tasks)} validation tasks", file=sys.stderr, flush=True)
-        subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
-        store = Store(folder, create=False)
+    print(f"evaluating {spec} on {len(tasks)} validation tasks", file=sys.stderr, flush=True)
+    subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
+    store = Store(folder, create=False)
+    try:
+        rows = samples_rows(store)
+    finally:
+        store.close()
     passed: dict[str, list[bool]] = {task: [] for task in tasks}
-    for row in samples_rows(store):
+    for row in rows:
         passed[row["task_id"]].append(bool(row["passed"]))
-    return {task: sum(v) / len(v) for task, v in passed.items()}
+    short = [task for task, v in passed.items() if len(v) != n]
+    if short:
+        raise SystemExit(f"{folder}: not {n} judged samples for {', '.join(short[:5])}")
+    return {task: sum(v) / n for task, v in passed.items()}
 
 
 def run_folder(out: Path, overrides: list[str]) -> Path:
@@ -109,6 +119,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.sampled and args.method not in ("grpo", "pta"):
         raise SystemExit("--sampled evaluates single-model methods (grpo, pta)")
+    if args.sampled:
+        in_float32(args.model or "embedded")  # refused now, not after the training
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
@@ -170,16 +182,16 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"\nsampled pass@1 on the {len(tasks)} validation tasks ({n} per task, temperature "
           f"{SAMPLED['temperature']}, top-p {SAMPLED['top_p']}, float32, seed 0 for all): "
           f"start {100 * sum(start.values()) / len(tasks):.1f} %")  # fmt: skip
-    print("| try | pass@1 % | − start, points [95% CI] | p (sign-flip) |")
-    print("|---|---|---|---|")
+    print("| try | pass@1 % | − start, points [95% CI] | test | p |")
+    print("|---|---|---|---|---|")
     for r in rows:
         checkpoint = Path(sorted(r["folder"].glob(f"*/{MANIFEST_NAME}"))[0]).parent
         shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint}", r["manifest"],
                                 n, tokens)  # fmt: skip
-        result = paired([shares[t] for t in tasks], [start[t] for t in tasks])
+        result = paired([shares[t] for t in tasks], [start[t] for t in tasks], binary=n == 1)
         print(f"| `{r['try']}` | {100 * sum(shares.values()) / len(tasks):.1f} | "
               f"{100 * result.difference:+.1f} [{100 * result.low:+.1f}, {100 * result.high:+.1f}]"
-              f" | {result.p:.3f} |")  # fmt: skip
+              f" | {result.test} | {result.p:.3f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

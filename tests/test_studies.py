@@ -400,3 +400,33 @@ def test_a_study_killed_mid_run_loses_and_repeats_nothing(tmp_path, data_dir):
     assert f"run direct: {15 - len(before)} new samples, {len(before)} already done" in again.stderr
     after = finished()
     assert len(after) == 15 and all(after[key] == before[key] for key in before)
+
+
+def test_tuning_s_sampled_evaluation_refuses_a_start_it_cannot_load_in_float32_before_training(
+    tmp_path,
+):
+    """``tune_validation.py --sampled`` evaluates ``hf:`` checkpoints in float32: a start it
+    cannot evaluate so is refused before any run trains, not after hours of training."""
+    script = ROOT / "measurements" / "tune_validation.py"
+    base = ROOT / "studies" / "tuning" / "grpo.toml"
+    for start in (["--model", "embedded"], []):
+        result = subprocess.run(
+            [sys.executable, str(script), "grpo", "--base", str(base), "--out", str(tmp_path),
+             *start, "--try", "steps=1", "--sampled", "2"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode != 0
+        assert "evaluates hf: checkpoints in float32, not 'embedded'" in result.stderr
+        assert not list(tmp_path.iterdir())  # nothing trained
+
+
+def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "tune_validation", ROOT / "measurements" / "tune_validation.py"
+    )
+    tune = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tune)
+    assert tune.in_float32("hf:ckpt/model") == "hf:ckpt/model?dtype=float32"
+    assert tune.in_float32("hf:m?dtype=bfloat16&max_batch=4") == "hf:m?max_batch=4&dtype=float32"
