@@ -119,8 +119,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.sampled and args.method not in ("grpo", "pta"):
         raise SystemExit("--sampled evaluates single-model methods (grpo, pta)")
-    if args.sampled:
-        in_float32(args.model or "embedded")  # refused now, not after the training
+    if args.sampled:  # refused now, not after the training
+        in_float32(args.model or "(no --model: the base file's)")
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
