@@ -33,10 +33,12 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 from corebench.harness.config import MANIFEST_NAME
+from corebench.harness.modelspec import parse_model_ref
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_rows
 from corebench.leaderboards.stats import paired
@@ -50,9 +52,9 @@ def in_float32(spec: str) -> str:
     """An ``hf:`` model spec with float32 weights (any other dtype option replaced)."""
     if not spec.startswith("hf:"):
         raise SystemExit(f"--sampled evaluates hf: checkpoints in float32, not {spec!r}")
-    path, _, query = spec.partition("?")
-    options = [o for o in query.split("&") if o and not o.startswith("dtype=")]
-    return f"{path}?{'&'.join([*options, 'dtype=float32'])}"
+    ref = parse_model_ref(spec)
+    options = tuple(o for o in ref.options if o[0] != "dtype") + (("dtype", "float32"),)
+    return str(replace(ref, options=options))
 
 
 def sampled_shares(

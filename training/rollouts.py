@@ -1,8 +1,8 @@
 """Rollouts on the CPU through corebench's decode engine instead of ``transformers``' generate.
 
 A trainer's policy keeps float32 weights (the optimizer's). ``Rollouts`` keeps a bfloat16 copy of
-them (float32 for validation, below), refreshed in place before every batch of rollouts (a copy of 135M weights takes a few tens
-of milliseconds), and samples through ``DecodeEngine``: continuous batching, the CPU decode
+them (float32 for validation, below), refreshed in place before every batch of rollouts (a copy
+of 135M weights takes a few tens of milliseconds), and samples through ``DecodeEngine``: continuous batching, the CPU decode
 attention, and a generator per row seeded from the trainer's seed, its step and the row. A
 call's rows are queued together, so the same seeds and weights give the same tokens every time
 (the trainer makes one call at a time). A prompt's rows decoded beside other prompts' agree with
