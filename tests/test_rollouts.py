@@ -231,3 +231,97 @@ def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
         assert engine.complete(prompts, **options) == first
         assert prefilled == before
         engine.close()
+
+
+def test_the_validation_copy_keeps_an_update_the_rollouts_copy_rounds_off():
+    """``Rollouts(dtype="float32")`` (validation) holds the policy's weights exactly after a
+    refresh; the bfloat16 copy (rollouts) holds them rounded, so an update smaller than half a
+    bfloat16 grid step leaves most of it unchanged."""
+    import copy
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from corebench.training.rollouts import Rollouts
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=39)  # fmt: skip
+    policy = LlamaForCausalLM(config).eval()
+    tokenizer = SimpleNamespace(
+        eos_token_id=39, pad_token_id=0, decode=lambda ids, **_: " ".join(map(str, ids))
+    )
+    start = copy.deepcopy(policy)
+    validation = Rollouts(policy, tokenizer, dtype="float32")
+    rollouts = Rollouts(policy, tokenizer)
+    with torch.no_grad():  # an update of 1/1000 of each weight: under bfloat16's 1/256 step
+        for p in policy.parameters():
+            p.mul_(1.001)
+    greedy = {"max_new_tokens": 4, "temperature": 0.0}
+    validation.sample([[1, 2, 3]], **greedy)  # a sample refreshes the copy first
+    rollouts.sample([[1, 2, 3]], **greedy)
+    after, before = dict(policy.named_parameters()), dict(start.named_parameters())
+    kept = moved = total = 0
+    for name, copied in validation.shadow.named_parameters():
+        assert copied.dtype == torch.float32 and torch.equal(copied, after[name]), name
+    for name, copied in rollouts.shadow.named_parameters():
+        assert copied.dtype == torch.bfloat16
+        assert torch.equal(copied, after[name].to(torch.bfloat16)), name
+        kept += int((copied == before[name].to(torch.bfloat16)).sum())
+        moved += int((after[name] != before[name]).sum())
+        total += copied.numel()
+    assert moved > 0.99 * total  # every (nonzero) weight moved in float32 ...
+    assert kept > 0.5 * total  # ... and most of them did not in bfloat16
+    validation.close()
+    rollouts.close()
+
+
+def test_rollouts_of_a_lora_policy_decode_its_merged_weights_and_leave_it_unmerged():
+    """A policy training LoRA adapters: the rollouts' copy is a plain model holding what merging
+    the adapters would give (so it follows their updates), and the policy itself stays unmerged."""
+    import copy
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from corebench.training.rollouts import Rollouts, is_lora
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=39)  # fmt: skip
+    plain = LlamaForCausalLM(config).eval()
+    policy = get_peft_model(
+        copy.deepcopy(plain), LoraConfig(r=2, lora_alpha=4, target_modules="all-linear")
+    )
+    assert is_lora(policy) and not is_lora(plain)
+    tokenizer = SimpleNamespace(
+        eos_token_id=39, pad_token_id=0, decode=lambda ids, **_: " ".join(map(str, ids))
+    )
+    rollouts = Rollouts(policy, tokenizer, dtype="float32")
+    assert not is_lora(rollouts.shadow)
+    assert {n for n, _ in rollouts.shadow.named_parameters()} == {
+        n for n, _ in plain.named_parameters()
+    }
+    with torch.no_grad():  # an update: adapters start as a zero update (B = 0); make them not
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)
+    greedy = {"max_new_tokens": 6, "temperature": 0.0}
+    decoded = rollouts.sample([[1, 2, 3], [4, 5]], **greedy)
+    merged = copy.deepcopy(policy).merge_and_unload()  # PEFT's own merge, for comparison
+    expected = dict(merged.named_parameters())
+    changed = 0
+    for name, copied in rollouts.shadow.named_parameters():
+        assert torch.allclose(copied, expected[name], rtol=0, atol=1e-6), name
+        changed += int(not torch.equal(copied, dict(plain.named_parameters())[name]))
+    assert changed >= 14  # every adapted projection (7 per layer, 2 layers) moved
+    # the policy's base weights are untouched (not merged in place)
+    for name, parameter in policy.get_base_model().named_parameters():
+        if ".base_layer." in name:
+            original = dict(plain.named_parameters())[name.replace(".base_layer.", ".")]
+            assert torch.equal(parameter, original), name
+    reference = Rollouts(merged, tokenizer, dtype="float32")
+    assert reference.sample([[1, 2, 3], [4, 5]], **greedy) == decoded
+    rollouts.close()
+    reference.close()

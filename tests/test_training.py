@@ -60,6 +60,10 @@ def test_settings_from_toml_and_overrides(tmp_path):
         load_settings("magrpo", None, ["reward=test"])
     with pytest.raises(UnknownNameError, match="training method"):
         load_settings("ppo")
+    assert load_settings("pta", None, ["lora_rank=8"]).lora_rank == 8
+    for method in ("magrpo", "sft"):  # comlrl's and the SFT trainer train every weight
+        with pytest.raises(CorebenchError, match=f"lora_rank: {method} trains every weight"):
+            load_settings(method, None, ["lora_rank=8"])
 
 
 def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
@@ -479,8 +483,10 @@ def changed_weights(checkpoint, base) -> bool:
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["grpo", "pta", "magrpo", "corecode", "sft"])
+@pytest.mark.parametrize("method", ["grpo", "grpo-lora", "pta", "magrpo", "corecode", "sft"])
 def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monkeypatch):
+    # "grpo-lora": GRPO training rank-4 LoRA adapters, saved merged as a plain checkpoint
+    method, lora = ("grpo", ["lora_rank=4"]) if method == "grpo-lora" else (method, [])
     seen: list[str] = []  # what the MAGRPO reward is given to judge
     if method == "magrpo":
         import corebench.training.magrpo as magrpo
@@ -506,6 +512,7 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
             # the base coder's code from the base planner's plans runs on one of the two tasks
             # only: both tasks in the step, so its group's rewards differ
             *(["prompts_per_step=2"] if method == "corecode" else []),
+            *lora,
             f"out={json.dumps(str(tmp_path / 'ckpt'))}",
             f"data_dir={json.dumps(str(data_dir))}",
         ],

@@ -64,6 +64,20 @@ def grpo_config(settings: TrainSettings, output_dir: Path):
     )
 
 
+def lora_config(settings: TrainSettings):
+    """PEFT's LoRA settings when ``lora_rank`` asks for adapters (None: every weight trains):
+    every linear layer but the output head, no dropout, as TRL's LoRA-without-regret recipe
+    trains RL."""
+    if not settings.lora_rank:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=settings.lora_rank, lora_alpha=settings.lora_alpha, lora_dropout=0.0,
+        target_modules="all-linear", task_type="CAUSAL_LM",
+    )  # fmt: skip
+
+
 def engine_rollouts(settings: TrainSettings) -> bool:
     """Whether rollouts go through corebench's decode engine: on the CPU, unless TRL's own
     path is asked for (``rollouts = "trl"``); vLLM's when ``use_vllm``."""
@@ -312,6 +326,7 @@ def run_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
+        peft_config=lora_config(settings),
     )
     trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
     if engine_rollouts(settings):
@@ -325,7 +340,13 @@ def run_grpo(
             if rollouts is not None:
                 rollouts.close()
     final = out / "model"
-    trainer.save_model(str(final))  # the main process only (transformers' should_save)
+    if settings.lora_rank:  # a checkpoint like any other: the adapters merged into the weights
+        if is_main_process():
+            trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(
+                final
+            )
+    else:
+        trainer.save_model(str(final))  # the main process only (transformers' should_save)
     if is_main_process():
         tokenizer.save_pretrained(final)
     wait_for_everyone()  # the others may load the checkpoint next (a CoRe-Code phase)

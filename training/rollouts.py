@@ -18,6 +18,10 @@ copy instead (``dtype="float32"``): a few dozen steps at a small learning rate m
 by half a bfloat16 grid step, so a bfloat16 copy shows rounding noise rather than the update
 (``measurements/update_precision.py``), and a checkpoint compared with its start is evaluated in
 float32 (``hf:PATH?dtype=float32``) for the same reason.
+
+A policy that trains LoRA adapters (``lora_rank``) keeps its base weights frozen; its copy is a
+plain model, refreshed with each adapted layer's base weight plus the adapters' update
+(``policy_weights``), so the engine decodes what the merged checkpoint will hold.
 """
 
 from __future__ import annotations
@@ -44,6 +48,37 @@ def row_seed(*parts: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
+def is_lora(model: Any) -> bool:
+    """Whether ``model`` trains LoRA adapters (a PEFT model) rather than its own weights."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        return False
+    return isinstance(model, PeftModel)
+
+
+def policy_weights(model: Any) -> dict[str, Any]:
+    """The policy's weights by a plain model's parameter names. With LoRA, an adapted layer's
+    weight is its frozen base weight plus its active adapters' update: what merging them gives,
+    computed without touching the policy."""
+    if not is_lora(model):
+        return dict(model.named_parameters())
+    from peft.tuners.lora import LoraLayer
+
+    base, weights = model.get_base_model(), {}
+    for name, module in base.named_modules():
+        if isinstance(module, LoraLayer):
+            weight = module.get_base_layer().weight
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A:
+                    weight = weight + module.get_delta_weight(adapter)
+            weights[f"{name}.weight"] = weight
+    for name, parameter in base.named_parameters():
+        if ".lora_" not in name:  # the rest (biases, norms, embeddings) as they are
+            weights.setdefault(name.replace(".base_layer.", "."), parameter)
+    return weights
+
+
 class Rollouts:
     """Samples completions of tokenized prompts from the current weights of ``model``, through a
     copy of them in ``dtype`` (bfloat16 for training's rollouts, float32 for validation)."""
@@ -60,7 +95,10 @@ class Rollouts:
         from corebench.harness.decoding.engine import DecodeEngine
 
         self.model = model
-        self.shadow = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
+        plain = copy.deepcopy(model)
+        if is_lora(model):  # the copy is a plain model; refresh merges the adapters into it
+            plain = plain.merge_and_unload()
+        self.shadow = plain.to(getattr(torch, dtype)).eval()
         # accelerate's mixed precision wraps a prepared model's forward in autocast and casts
         # every output (the key/value cache too) to float32: the copy runs its own forward
         self.shadow.__dict__.pop("forward", None)
@@ -74,7 +112,7 @@ class Rollouts:
         import torch
 
         with torch.no_grad():
-            source = dict(self.model.named_parameters())
+            source = policy_weights(self.model)
             for name, target in self.shadow.named_parameters():
                 target.copy_(source[name])
             buffers = dict(self.model.named_buffers())

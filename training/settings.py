@@ -31,6 +31,7 @@ EVALUATE_WITH = {
     "sft": "corecode",
 }
 METHODS = tuple(EVALUATE_WITH)
+LORA_METHODS = ("grpo", "pta", "corecode")  # trained through run_grpo (TRL's GRPOTrainer)
 SINGLE_MODEL_SYSTEM = EVALUATE_WITH["grpo"]  # SFT's `model` role answers `direct`'s prompt
 
 
@@ -97,6 +98,15 @@ class TrainSettings(Options):
     beta: float = 0.0
     loss_type: str = "dapo"
     max_grad_norm: float = Field(1.0, gt=0, description="gradients clipped to this norm")
+    lora_rank: int = Field(
+        0,
+        ge=0,
+        description="train LoRA adapters of this rank on every linear layer instead of every "
+        "weight (0: full fine-tune); GRPO-based methods (grpo, pta, corecode). Saved merged",
+    )
+    lora_alpha: float = Field(
+        32, gt=0, description="LoRA's scale: an adapter's update is multiplied by alpha / rank"
+    )
     rollouts: Literal["engine", "trl"] = Field(
         "engine",
         description="on the CPU: corebench's decode engine (bfloat16 copy of the weights, "
@@ -193,6 +203,11 @@ class TrainSettings(Options):
             raise CorebenchError("turns must be at least 1")
         if self.num_generations < 2:
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
+        if self.lora_rank and self.method not in LORA_METHODS:
+            raise CorebenchError(
+                f"lora_rank: {self.method} trains every weight; LoRA is for "
+                f"{', '.join(LORA_METHODS)}"
+            )
         return self
 
 
