@@ -341,10 +341,7 @@ def run_grpo(
                 rollouts.close()
     final = out / "model"
     if settings.lora_rank:  # a checkpoint like any other: the adapters merged into the weights
-        if is_main_process():
-            trainer.accelerator.unwrap_model(trainer.model).merge_and_unload().save_pretrained(
-                final
-            )
+        save_merged(trainer, model_path, out / "adapters", final)
     else:
         trainer.save_model(str(final))  # the main process only (transformers' should_save)
     if is_main_process():
@@ -355,6 +352,19 @@ def run_grpo(
     found["timing"] = timing_summary(clock.log.rows())
     found["validation_curve"] = validation_curve(validation.rows())
     return Trained(final, log.curve(), int(trainer.state.global_step), found)
+
+
+def save_merged(trainer: Any, model_path: Path, adapters: Path, final: Path) -> None:
+    """Save a LoRA policy as a plain checkpoint: its adapters (gathered from every process, as
+    sharded training needs), then, on the main process, the start's weights with them merged."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    trainer.save_model(str(adapters))
+    wait_for_everyone()
+    if is_main_process():
+        start = AutoModelForCausalLM.from_pretrained(model_path, dtype="float32")
+        PeftModel.from_pretrained(start, adapters).merge_and_unload().save_pretrained(final)
 
 
 def code_rows(tasks: list[TrainTask], system_name: str) -> list[dict[str, Any]]:

@@ -115,7 +115,8 @@ class Rollouts:
             source = policy_weights(self.model)
             for name, target in self.shadow.named_parameters():
                 target.copy_(source[name])
-            buffers = dict(self.model.named_buffers())
+            policy = self.model.get_base_model() if is_lora(self.model) else self.model
+            buffers = dict(policy.named_buffers())
             for name, target in self.shadow.named_buffers():
                 if name in buffers:
                     target.copy_(buffers[name])
