@@ -456,8 +456,9 @@ TINY = [
     "max_completion_length=16",
     "save_steps=1",
 ]
-# long enough answers that some programs run: rewards differ within a group, so one step moves
-# the weights
+# long enough answers that some programs run; where a group's rewards differ, one step moves the
+# weights. (The embedded model's direct answers to the first two training tasks, Mbpp/511 and
+# Mbpp/512, pass no test at this length: grpo's groups tie and its step must leave the weights.)
 EFFECT = [
     "steps=1",
     "tasks_limit=2",
@@ -485,8 +486,10 @@ def changed_weights(checkpoint, base) -> bool:
 @pytest.mark.model
 @pytest.mark.parametrize("method", ["grpo", "grpo-lora", "pta", "magrpo", "corecode", "sft"])
 def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monkeypatch):
-    # "grpo-lora": GRPO training rank-4 LoRA adapters, saved merged as a plain checkpoint
-    method, lora = ("grpo", ["lora_rank=4"]) if method == "grpo-lora" else (method, [])
+    # "grpo-lora": GRPO training rank-4 LoRA adapters, saved merged as a plain checkpoint (that
+    # trained adapters are merged right: tests/test_rollouts.py, on a small model)
+    lora = ["lora_rank=4"] if method == "grpo-lora" else []
+    method = "grpo" if lora else method
     seen: list[str] = []  # what the MAGRPO reward is given to judge
     if method == "magrpo":
         import corebench.training.magrpo as magrpo
@@ -528,8 +531,6 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         # (a group of equal rewards has zero advantages, so zero loss and gradient)
         found = json.loads((path / "corebench_manifest.json").read_text())["diagnostics"]
         assert learned == (found["groups_with_variance"] > 0), (role, found)
-        if lora:  # trained adapters (zero at the start) show only in a merged save
-            assert found["groups_with_variance"] > 0 and learned, found
     logs = sorted((tmp_path / "ckpt").rglob("rewards.txt"))
     assert len(logs) == {"sft": 0, "corecode": 2}.get(method, 1)
     for log in logs:  # every completion scored, within the reward's range
