@@ -325,3 +325,40 @@ def test_rollouts_of_a_lora_policy_decode_its_merged_weights_and_leave_it_unmerg
     assert reference.sample([[1, 2, 3], [4, 5]], **greedy) == decoded
     rollouts.close()
     reference.close()
+
+
+def test_a_lora_policy_is_saved_as_a_plain_checkpoint_with_its_trained_adapters_merged(tmp_path):
+    """``save_merged``: the start's weights plus the trained adapters, as PEFT's own merge of the
+    policy gives them, in a plain checkpoint (no adapter names)."""
+    import copy
+    from types import SimpleNamespace
+
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from corebench.training.grpo import save_merged
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    start = LlamaForCausalLM(config)
+    start.save_pretrained(tmp_path / "start")
+    policy = get_peft_model(
+        copy.deepcopy(start), LoraConfig(r=2, lora_alpha=4, target_modules="all-linear")
+    )
+    with torch.no_grad():  # trained adapters: a nonzero update
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)
+    trainer = SimpleNamespace(save_model=lambda path: policy.save_pretrained(path))
+    save_merged(trainer, tmp_path / "start", tmp_path / "adapters", tmp_path / "model")
+    saved = load_file(tmp_path / "model" / "model.safetensors")
+    expected = copy.deepcopy(policy).merge_and_unload().state_dict()
+    original = start.state_dict()
+    assert saved.keys() == load_file(tmp_path / "start" / "model.safetensors").keys()
+    moved = 0
+    for name, weight in saved.items():
+        assert torch.allclose(weight, expected[name], rtol=0, atol=1e-6), name
+        moved += int(not torch.equal(weight, original[name]))
+    assert moved == 14  # every adapted projection (7 per layer, 2 layers), nothing else

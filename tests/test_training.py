@@ -487,7 +487,7 @@ def changed_weights(checkpoint, base) -> bool:
 @pytest.mark.parametrize("method", ["grpo", "grpo-lora", "pta", "magrpo", "corecode", "sft"])
 def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monkeypatch):
     # "grpo-lora": GRPO training rank-4 LoRA adapters, saved merged as a plain checkpoint (that
-    # trained adapters are merged right: tests/test_rollouts.py, on a small model)
+    # trained adapters are merged right, in rollouts and in the save: tests/test_rollouts.py)
     lora = ["lora_rank=4"] if method == "grpo-lora" else []
     method = "grpo" if lora else method
     seen: list[str] = []  # what the MAGRPO reward is given to judge
