@@ -2,10 +2,10 @@
 
 A trainer's policy keeps float32 weights (the optimizer's). ``Rollouts`` keeps a bfloat16 copy of
 them (float32 for validation, below), refreshed in place before every batch of rollouts (a copy
-of 135M weights takes a few tens of milliseconds), and samples through ``DecodeEngine``: continuous batching, the CPU decode
-attention, and a generator per row seeded from the trainer's seed, its step and the row. A
-call's rows are queued together, so the same seeds and weights give the same tokens every time
-(the trainer makes one call at a time). A prompt's rows decoded beside other prompts' agree with
+of 135M weights takes a few tens of milliseconds), and samples through ``DecodeEngine``:
+continuous batching, the CPU decode attention, and a generator per row seeded from the
+trainer's seed, its step and the row. A call's rows are queued together, so the same seeds and
+weights give the same tokens every time (the trainer makes one call at a time). A prompt's rows decoded beside other prompts' agree with
 the same rows decoded alone only until bfloat16 rounding, which follows the batch's shape, flips
 a token (7 of 8 rows of 256 tokens identical, one after 124 identical tokens). TRL's own path
 (``model.generate`` in float32, or under bfloat16 autocast, which casts every weight at every
@@ -95,8 +95,10 @@ class Rollouts:
         from corebench.harness.decoding.engine import DecodeEngine
 
         self.model = model
+        # a LoRA policy's buffers are read under its base model's names, as the copy has them
+        self.policy = model.get_base_model() if is_lora(model) else model
         plain = copy.deepcopy(model)
-        if is_lora(model):  # the copy is a plain model; refresh merges the adapters into it
+        if self.policy is not model:  # the copy is a plain model; refresh merges the adapters
             plain = plain.merge_and_unload()
         self.shadow = plain.to(getattr(torch, dtype)).eval()
         # accelerate's mixed precision wraps a prepared model's forward in autocast and casts
@@ -115,8 +117,7 @@ class Rollouts:
             source = policy_weights(self.model)
             for name, target in self.shadow.named_parameters():
                 target.copy_(source[name])
-            policy = self.model.get_base_model() if is_lora(self.model) else self.model
-            buffers = dict(policy.named_buffers())
+            buffers = dict(self.policy.named_buffers())
             for name, target in self.shadow.named_buffers():
                 if name in buffers:
                     target.copy_(buffers[name])

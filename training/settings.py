@@ -102,7 +102,7 @@ class TrainSettings(Options):
         0,
         ge=0,
         description="train LoRA adapters of this rank on every linear layer but the output head "
-        "instead of every weight (0: full fine-tune); GRPO-based methods (grpo, pta, corecode). Saved merged",
+        "instead of every weight (0: full fine-tune); grpo, pta, corecode. Saved merged",
     )
     lora_alpha: float = Field(
         32, gt=0, description="LoRA's scale: an adapter's update is multiplied by alpha / rank"
