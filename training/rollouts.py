@@ -5,12 +5,13 @@ them (float32 for validation, below), refreshed in place before every batch of r
 of 135M weights takes a few tens of milliseconds), and samples through ``DecodeEngine``:
 continuous batching, the CPU decode attention, and a generator per row seeded from the
 trainer's seed, its step and the row. A call's rows are queued together, so the same seeds and
-weights give the same tokens every time (the trainer makes one call at a time). A prompt's rows decoded beside other prompts' agree with
-the same rows decoded alone only until bfloat16 rounding, which follows the batch's shape, flips
-a token (7 of 8 rows of 256 tokens identical, one after 124 identical tokens). TRL's own path
-(``model.generate`` in float32, or under bfloat16 autocast, which casts every weight at every
-forward) generates about a third as many tokens per second on this machine (2.82x fewer with the
-SFT checkpoint): ``measurements/grpo_step_split.py`` times both inside real GRPO steps.
+weights give the same tokens every time (the trainer makes one call at a time). A prompt's
+rows decoded beside other prompts' agree with the same rows decoded alone only until bfloat16
+rounding, which follows the batch's shape, flips a token (7 of 8 rows of 256 tokens identical,
+one after 124 identical tokens). TRL's own path (``model.generate`` in float32, or under
+bfloat16 autocast, which casts every weight at every forward) generates about a third as many
+tokens per second on this machine (2.82x fewer with the SFT checkpoint):
+``measurements/grpo_step_split.py`` times both inside real GRPO steps.
 
 Sampling from bfloat16 weights while the loss uses the float32 ones is the same small mismatch
 as vLLM rollouts in bfloat16 with float32 training. Validation decodes greedily from a float32
