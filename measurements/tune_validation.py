@@ -19,7 +19,11 @@ with the same seed for every checkpoint (common random numbers), in float32
 (`hf:PATH?dtype=float32`: bfloat16 buries a short run's update in rounding noise), judged in the
 sandbox; it prints each checkpoint's pass@1 and its paired difference from the start (per task,
 the share of samples passed; `leaderboards/stats.py`'s sign-flip test, or exact McNemar's for
-one sample). Single-model methods (grpo, pta) from an `hf:` start only.
+one sample). Single-model methods (grpo, pta) from an `hf:` start only. With
+`--on-training-tasks` it does the same on the tasks each run drew its training prompts from (its
+manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
+a run that gains there and not on validation learned its training prompts without carrying it
+to held-out tasks; one that gains on neither did not learn.
 """
 
 from __future__ import annotations
@@ -58,13 +62,14 @@ def in_float32(spec: str) -> str:
 
 
 def sampled_shares(
-    folder: Path, spec: str, manifest: dict, n: int, tokens: int
+    folder: Path, spec: str, manifest: dict, n: int, tokens: int, tasks: list[str] | None = None
 ) -> dict[str, float]:
-    """Per validation task, the share of ``n`` samples of ``spec`` (float32) that pass. The run
-    is kept in ``folder``: `corebench run` resumes an unfinished one, does nothing for a finished
-    one, and refuses one made with other settings."""
+    """Per task (the manifest's validation tasks unless ``tasks`` are given), the share of ``n``
+    samples of ``spec`` (float32) that pass. The run is kept in ``folder``: `corebench run`
+    resumes an unfinished one, does nothing for a finished one, and refuses one made with other
+    settings."""
     settings = manifest["settings"]
-    tasks = manifest["data"]["validation_tasks"]
+    tasks = tasks if tasks is not None else manifest["data"]["validation_tasks"]
     if not tasks:
         raise SystemExit("--sampled needs validation tasks (the setting validation_tasks)")
     command = [
@@ -76,7 +81,7 @@ def sampled_shares(
     ]  # fmt: skip
     for key, value in settings["benchmark_options"].items():
         command += ["-B", f"{key}={json.dumps(value)}"]
-    print(f"evaluating {spec} on {len(tasks)} validation tasks", file=sys.stderr, flush=True)
+    print(f"evaluating {spec} on {len(tasks)} tasks", file=sys.stderr, flush=True)
     subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
     store = Store(folder, create=False)
     try:
@@ -92,14 +97,24 @@ def sampled_shares(
     return {task: sum(v) / n for task, v in passed.items()}
 
 
+def key_of(decides: object) -> str:
+    """A short hash naming a folder by what decides its contents."""
+    return hashlib.sha256(json.dumps(decides).encode()).hexdigest()[:8]
+
+
 def run_folder(out: Path, overrides: list[str]) -> Path:
-    key = hashlib.sha256(json.dumps(overrides).encode()).hexdigest()[:8]
-    return out / f"try-{key}"
+    return out / f"try-{key_of(overrides)}"
+
+
+def checkpoint_of(folder: Path) -> Path | None:
+    """The checkpoint a finished training run in ``folder`` saved (the one with a manifest)."""
+    found = sorted(folder.glob(f"*/{MANIFEST_NAME}"))
+    return found[0].parent if found else None
 
 
 def manifest_of(folder: Path) -> dict | None:
-    found = sorted(folder.glob(f"*/{MANIFEST_NAME}"))
-    return json.loads(found[0].read_text()) if found else None
+    checkpoint = checkpoint_of(folder)
+    return json.loads((checkpoint / MANIFEST_NAME).read_text()) if checkpoint else None
 
 
 def main() -> None:
@@ -116,9 +131,16 @@ def main() -> None:
         metavar="N",
         help="also evaluate sampled pass@1 on the validation tasks (N per task)",
     )
+    parser.add_argument(
+        "--on-training-tasks",
+        action="store_true",
+        help="with --sampled: also on the tasks each run drew its training prompts from",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=384,
                         help="the evaluation's token limit (--sampled)")  # fmt: skip
     args = parser.parse_args()
+    if args.on_training_tasks and not args.sampled:
+        raise SystemExit("--on-training-tasks evaluates as --sampled N does: give --sampled N")
     if args.sampled and args.method not in ("grpo", "pta"):
         raise SystemExit("--sampled evaluates single-model methods (grpo, pta)")
     if args.sampled:  # refused now, not after the training
@@ -168,6 +190,11 @@ def main() -> None:
         print(f"| `{r['try']}` | {r['steps']} | {r['start']:.3f} → {r['end']:.3f} "
               f"({r['end'] - r['start']:+.3f}) | {first:.3f} → {last:.3f} | "
               f"{(r['tau'] if r['tau'] is not None else math.nan):.2f} | {r['step_s']:.1f} |")  # fmt: skip
+    if args.on_training_tasks:  # refused before hours of sampling, not after
+        older = [str(r["folder"]) for r in rows if not r["manifest"]["data"].get("training_tasks")]
+        if older:
+            raise SystemExit(f"--on-training-tasks: no training_tasks in the manifests of "
+                             f"{', '.join(older)} (an older corebench); train again")  # fmt: skip
     if args.sampled:
         sampled(rows, args)
 
@@ -184,16 +211,62 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
     print(f"\nsampled pass@1 on the {len(tasks)} validation tasks ({n} per task, temperature "
           f"{SAMPLED['temperature']}, top-p {SAMPLED['top_p']}, float32, seed 0 for all): "
           f"start {100 * sum(start.values()) / len(tasks):.1f} %")  # fmt: skip
-    print("| try | pass@1 % | − start, points [95% CI] | test | p |")
-    print("|---|---|---|---|---|")
+    print("| try | pass@1 % | − start, points [95% CI] | better / worse | test | p |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
-        checkpoint = Path(sorted(r["folder"].glob(f"*/{MANIFEST_NAME}"))[0]).parent
-        shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint}", r["manifest"],
-                                n, tokens)  # fmt: skip
-        result = paired([shares[t] for t in tasks], [start[t] for t in tasks], binary=n == 1)
-        print(f"| `{r['try']}` | {100 * sum(shares.values()) / len(tasks):.1f} | "
-              f"{100 * result.difference:+.1f} [{100 * result.low:+.1f}, {100 * result.high:+.1f}]"
-              f" | {result.test} | {result.p:.3f} |")  # fmt: skip
+        shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint_of(r['folder'])}",
+                                r["manifest"], n, tokens)  # fmt: skip
+        print(difference_row(r["try"], shares, start, n))
+    if args.on_training_tasks:
+        on_training_tasks(rows, args)
+
+
+def difference_row(
+    tried: str,
+    shares: dict[str, float],
+    start: dict[str, float],
+    n: int,
+    *,
+    with_start: bool = False,
+) -> str:
+    """One table row: a run's sampled pass@1 (after the task count and the start's, with
+    ``with_start``), its paired difference from the start's, the tasks it did better and worse
+    on, and the test."""
+    tasks = sorted(start)
+    result = paired([shares[t] for t in tasks], [start[t] for t in tasks], binary=n == 1)
+    better = sum(shares[t] > start[t] for t in tasks)
+    worse = sum(shares[t] < start[t] for t in tasks)
+    cells = [f"`{tried}`"]
+    if with_start:
+        cells += [str(len(tasks)), f"{100 * sum(start.values()) / len(tasks):.1f}"]
+    cells += [
+        f"{100 * sum(shares[t] for t in tasks) / len(tasks):.1f}",
+        f"{100 * result.difference:+.1f} [{100 * result.low:+.1f}, {100 * result.high:+.1f}]",
+        f"{better} / {worse}",
+        result.test,
+        f"{result.p:.3f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
+    """Each run's and the start's sampled pass@1 on the tasks that run drew its training prompts
+    from: did it learn them? The start is sampled once per task list and evaluation."""
+    n, tokens = args.sampled, args.max_new_tokens
+    print("\nsampled pass@1 on the tasks each run drew its training prompts from (as above)")
+    print("| try | tasks | start % | pass@1 % | − start, points [95% CI] | better / worse | test "
+          "| p |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    for r in rows:
+        manifest = r["manifest"]
+        tasks = sorted(manifest["data"]["training_tasks"])
+        settings = manifest["settings"]
+        decides = [tasks, args.model, n, tokens, manifest["evaluate_with"],
+                   settings["benchmark"], settings["benchmark_options"]]  # fmt: skip
+        start = sampled_shares(args.out / f"training-start-{key_of(decides)}-n{n}", args.model,
+                               manifest, n, tokens, tasks)  # fmt: skip
+        shares = sampled_shares(r["folder"] / f"training-n{n}", f"hf:{checkpoint_of(r['folder'])}",
+                                manifest, n, tokens, tasks)  # fmt: skip
+        print(difference_row(r["try"], shares, start, n, with_start=True))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ real embedded model, rollouts that give the same tokens for the same seeds and w
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -124,6 +125,7 @@ def test_the_validation_slice_is_fixed_whatever_the_seed(data_dir):
 def test_the_filter_keeps_tasks_solved_sometimes(monkeypatch, data_dir, tmp_path):
     from corebench.training import curriculum
     from corebench.training.data import load_train_data
+    from corebench.training.manifest import write_manifest
     from corebench.training.settings import load_settings
 
     settings = load_settings("grpo", None, data_dir=str(data_dir), filter_samples=4,
@@ -137,6 +139,11 @@ def test_the_filter_keeps_tasks_solved_sometimes(monkeypatch, data_dir, tmp_path
     kept = curriculum.solved_sometimes(tmp_path, data, settings)
     assert [rates[t.task.task_id] for t in kept.tasks] == [0.25, 0.5, 0.75]
     assert kept.filtered == {"examined": 10, "never_solved": 5, "always_solved": 2, "kept": 3}
+    # the checkpoint's manifest names the tasks its steps draw from: the filter's three
+    written = write_manifest(tmp_path, settings=settings, role="model", base_model="m", data=kept,
+                             steps=0, reward_curve=[])  # fmt: skip
+    trained = json.loads(written.read_text())["data"]["training_tasks"]
+    assert [rates[t] for t in trained] == [0.25, 0.5, 0.75]
     monkeypatch.setattr(curriculum, "solve_rates", lambda path, tasks, s: dict.fromkeys(rates, 0))
     with pytest.raises(Exception, match="solves none of 10 training tasks sometimes"):
         curriculum.solved_sometimes(tmp_path, data, settings)

@@ -4,6 +4,7 @@ repeating anything, re-run where an entry changed, and reported with intervals a
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -421,7 +422,7 @@ def test_tuning_s_sampled_evaluation_refuses_a_start_it_cannot_load_in_float32_b
         assert not list(tmp_path.iterdir())  # nothing trained
 
 
-def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
+def load_tune_validation():  # a script, not a module of the package
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -429,5 +430,74 @@ def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
     )
     tune = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tune)
+    return tune
+
+
+def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
+    tune = load_tune_validation()
     assert tune.in_float32("hf:ckpt/model") == "hf:ckpt/model?dtype=float32"
     assert tune.in_float32("hf:m?dtype=bfloat16&max_batch=4") == "hf:m?max_batch=4&dtype=float32"
+
+
+def test_a_tuning_table_row_gives_pass_at_1_the_paired_difference_and_tasks_better_and_worse():
+    """Shares of 4 samples on three tasks: the start passes 0, 2/4, 4/4 (50.0 %), the run 2/4,
+    2/4, 3/4 (58.3 %): +8.3 points, one task better, one worse; the interval and p are those of
+    ``stats.paired`` on the same per-task shares, run minus start."""
+    from corebench.leaderboards.stats import paired
+
+    tune = load_tune_validation()
+    start, run = {"a": 0.0, "b": 0.5, "c": 1.0}, {"a": 0.5, "b": 0.5, "c": 0.75}
+    cells = tune.difference_row("x=1", run, start, 4, with_start=True).strip("| ").split(" | ")
+    expected = paired([0.5, 0.5, 0.75], [0.0, 0.5, 1.0], binary=False)
+    assert cells[:5] == ["`x=1`", "3", "50.0", "58.3", f"+8.3 [{100 * expected.low:+.1f}, "
+                         f"{100 * expected.high:+.1f}]"]  # fmt: skip
+    assert cells[5:] == ["1 / 1", expected.test, f"{expected.p:.3f}"]
+    assert tune.difference_row("x=1", run, start, 4).count(" | ") == 5  # without the start's
+
+
+@pytest.mark.model
+def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained_on(
+    tmp_path, data_dir
+):
+    """``tune_validation.py --sampled 1 --on-training-tasks``: one GRPO step of three prompts from
+    the embedded model on three training tasks (no filter), two held out; the start and the run
+    are each sampled on the two validation tasks and, separately, on exactly the three tasks the
+    run's manifest names, each folder with its own model, and both tables are printed."""
+    from corebench.harness.store import Store
+    from corebench.training.models import local_checkpoint
+
+    tune = load_tune_validation()
+    start = f"hf:{local_checkpoint('embedded')}"
+    tried = ("steps=1 num_generations=2 prompts_per_step=3 filter_samples=0 validation_tasks=2 "
+             "tasks_limit=3 max_completion_length=16 validation_every=1 save_steps=1")  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), "grpo",
+         "--base", str(ROOT / "studies" / "tuning" / "grpo.toml"), "--out", str(tmp_path),
+         "--model", start, "--try", tried, "--sampled", "1", "--on-training-tasks",
+         "--max-new-tokens", "16"],
+        capture_output=True, text=True, timeout=1200,
+        env={**os.environ, "COREBENCH_DATA_DIR": str(data_dir), "WANDB_MODE": "disabled",
+             "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = tmp_path.glob("try-*")
+    checkpoint = tune.checkpoint_of(run)
+    data = json.loads((checkpoint / "corebench_manifest.json").read_text())["data"]
+    trained, held_out = data["training_tasks"], data["validation_tasks"]
+    assert len(trained) == 3 and len(held_out) == 2 and not set(trained) & set(held_out)
+    (training_start,) = tmp_path.glob("training-start-*-n1")
+    started, ran = tune.in_float32(start), tune.in_float32(f"hf:{checkpoint}")
+    for folder, tasks, model in (
+        (training_start, trained, started),
+        (run / "training-n1", trained, ran),
+        (tmp_path / "sampled-start-n1", held_out, started),
+        (run / "sampled-n1", held_out, ran),
+    ):
+        store = Store(folder, create=False)
+        try:
+            found = sorted(s.task_id for s, _ in store.samples(tests=False))
+            assert found == sorted(tasks) and store.config().model == model, folder
+        finally:
+            store.close()
+    validation, training = result.stdout.split("each run drew its training prompts from")
+    assert "on the 2 validation tasks" in validation and f"| `{tried}` | 3 | " in training

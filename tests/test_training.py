@@ -548,6 +548,8 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         manifest = json.loads((path / "corebench_manifest.json").read_text())
         assert manifest["method"] == method and manifest["role"] == role
         assert manifest["data"]["source"] == "mbpp:train" and manifest["data"]["tasks"] == 2
+        trained, held_out = manifest["data"]["training_tasks"], manifest["data"]["validation_tasks"]
+        assert len(trained) == 2 and not set(trained) & set(held_out)
         assert (path / "config.json").exists()
         assert len(manifest["data"]["validation_tasks"]) == 2
         if method != "sft":

@@ -57,6 +57,7 @@ def write_manifest(
             "overlaps_kept": settings.allow_overlap,
             "validation_tasks": [t.task.task_id for t in data.validation],
             "filter": data.filtered,
+            "training_tasks": [t.task.task_id for t in data.tasks],  # after the prompt filter
         },
         "settings": settings.model_dump(),
         "processes": world_size(),  # training processes (a multi-process launch: more than 1)
