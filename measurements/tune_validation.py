@@ -22,8 +22,9 @@ the share of samples passed; `leaderboards/stats.py`'s sign-flip test, or exact 
 one sample). Single-model methods (grpo, pta) from an `hf:` start only. With
 `--on-training-tasks` it does the same on the tasks each run drew its training prompts from (its
 manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
-a run that gains there and not on validation learned its training prompts without carrying it
-to held-out tasks; one that gains on neither did not learn.
+a run that gains on neither did not learn; one that gains there learned its training prompts,
+whether or not the validation tasks (fewer, and mostly never solved by the start) can detect it
+carrying over.
 """
 
 from __future__ import annotations
