@@ -122,7 +122,9 @@ def test_the_validation_slice_is_fixed_whatever_the_seed(data_dir):
     assert len(whole.tasks) == len(first.tasks) + 20 and not whole.validation
 
 
-def test_the_filter_keeps_tasks_solved_sometimes(monkeypatch, data_dir, tmp_path):
+def test_the_filter_keeps_tasks_solved_sometimes_or_with_differing_scores(
+    monkeypatch, data_dir, tmp_path
+):
     from corebench.training import curriculum
     from corebench.training.data import load_train_data
     from corebench.training.manifest import write_manifest
@@ -130,23 +132,105 @@ def test_the_filter_keeps_tasks_solved_sometimes(monkeypatch, data_dir, tmp_path
 
     settings = load_settings("grpo", None, data_dir=str(data_dir), filter_samples=4,
                              filter_tasks=10)  # fmt: skip
+    assert settings.filter_keeps == "sometimes_solved"
     data = load_train_data(settings)
     looked = curriculum.examined(data.tasks, 10)
     assert looked == curriculum.examined(data.tasks, 10) and len(looked) == 10
-    rates = dict(zip([t.task.task_id for t in looked], [0, 0.25, 1, 0.5, 0, 0, 1, 0.75, 0, 0],
-                     strict=True))  # fmt: skip
-    monkeypatch.setattr(curriculum, "solve_rates", lambda path, tasks, s: rates)
-    kept = curriculum.solved_sometimes(tmp_path, data, settings)
-    assert [rates[t.task.task_id] for t in kept.tasks] == [0.25, 0.5, 0.75]
+    # each sample's share of tests passed; 1.0 solves the task
+    none, half, all_ = [0.0] * 4, [0.5] * 4, [1.0] * 4
+    per_task = [none, [1, 0, 0.5, 0], all_, [1, 1, 0, 0], none, [0, 0.3, 0, 0], all_,
+                [1, 1, 1, 0.9], half, none]  # fmt: skip
+    scores = dict(zip([t.task.task_id for t in looked], per_task, strict=True))
+    monkeypatch.setattr(curriculum, "sample_scores", lambda path, tasks, s: scores)
+    kept = curriculum.filtered_tasks(tmp_path, data, settings)
+    position = {t.task.task_id: i for i, t in enumerate(looked)}
+    assert [position[t.task.task_id] for t in kept.tasks] == [1, 3, 7]
     assert kept.filtered == {"examined": 10, "never_solved": 5, "always_solved": 2, "kept": 3}
     # the checkpoint's manifest names the tasks its steps draw from: the filter's three
     written = write_manifest(tmp_path, settings=settings, role="model", base_model="m", data=kept,
                              steps=0, reward_curve=[])  # fmt: skip
     trained = json.loads(written.read_text())["data"]["training_tasks"]
-    assert [rates[t] for t in trained] == [0.25, 0.5, 0.75]
-    monkeypatch.setattr(curriculum, "solve_rates", lambda path, tasks, s: dict.fromkeys(rates, 0))
-    with pytest.raises(Exception, match="solves none of 10 training tasks sometimes"):
-        curriculum.solved_sometimes(tmp_path, data, settings)
+    assert [position[t] for t in trained] == [1, 3, 7]
+    # partial credit: also the never-solved task whose samples pass different shares of tests,
+    # but not those whose samples all score alike (0.5 each, or none)
+    partial = settings.model_copy(update={"filter_keeps": "scores_differ"})
+    kept = curriculum.filtered_tasks(tmp_path, data, partial)
+    assert [position[t.task.task_id] for t in kept.tasks] == [1, 3, 5, 7]
+    assert kept.filtered["kept"] == 4 and kept.filtered["never_solved"] == 5
+    monkeypatch.setattr(
+        curriculum, "sample_scores", lambda path, tasks, s: dict.fromkeys(scores, half)
+    )
+    with pytest.raises(Exception, match="solves none of 10 training tasks sometimes but not"):
+        curriculum.filtered_tasks(tmp_path, data, settings)
+    with pytest.raises(Exception, match="passes different shares of tests on none of 10"):
+        curriculum.filtered_tasks(tmp_path, data, partial)
+    with pytest.raises(Exception, match="filter_keeps"):
+        load_settings("grpo", None, data_dir=str(data_dir), filter_keeps="some")
+
+
+@pytest.mark.model
+def test_the_filter_scores_each_sample_by_its_share_of_tests_passed_and_caches_them(
+    monkeypatch, data_dir, tmp_path
+):
+    """The filter's scores are the sandbox's verdicts on the sampled completions, as shares of
+    the tests: the reference scores 1.0, a program that raises 0.0, the reference failing only
+    its first call (n - 1) / n of n tests; a second call reads the cache."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    from corebench.harness import config as C
+    from corebench.harness.decoding import engine
+    from corebench.training import curriculum
+    from corebench.training.data import load_train_data
+    from corebench.training.models import local_checkpoint
+    from corebench.training.settings import load_settings
+
+    path = local_checkpoint("embedded")
+    monkeypatch.setenv(C.ENV_CACHE_DIR, str(tmp_path))
+    settings = load_settings("grpo", None, data_dir=str(data_dir), filter_samples=3)
+    # references that are one function: extraction keeps only the entry point and the helpers
+    # EvalPlus's sanitizer keeps (it drops those without a return, such as Mbpp/512's generator)
+    tasks = [t for t in load_train_data(settings).tasks
+             if t.reference.count("def ") == 1 and t.suite.size > 1][:2]  # fmt: skip
+    assert len(tasks) == 2
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    broken = "def {0}(*args):\n    raise ValueError('no')\n"
+    first_fails = (
+        "def {0}(*args):\n    {0}.calls = getattr({0}, 'calls', 0) + 1\n"
+        "    if {0}.calls == 1:\n        raise ValueError('first')\n"
+        "    return _reference(*args)\n"
+    )
+    programs = [
+        [t.reference, broken.format(t.task.entry_point),
+         re.sub(rf"def {t.task.entry_point}\s*\(", "def _reference(", t.reference) + "\n"
+         + first_fails.format(t.task.entry_point)]
+        for t in tasks
+    ]  # fmt: skip
+    asked: list[list[int]] = []
+
+    class Scripted:  # answers a task's sample j with programs[task][j], as a fenced block
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def complete(self, ids, **kwargs):
+            asked.append(kwargs["seeds"])
+            k = len(ids) // len(tasks)
+            texts = [f"```python\n{programs[i // k][i % k]}```" for i in range(len(ids))]
+            return [tokenizer.encode(text) for text in texts]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(engine, "DecodeEngine", Scripted)
+    scores = curriculum.sample_scores(path, tasks, settings)
+    assert scores == {t.task.task_id: [1.0, 0.0, (t.suite.size - 1) / t.suite.size] for t in tasks}
+    assert all(type(x) is float for row in scores.values() for x in row) and len(asked) == 1
+    assert curriculum.sample_scores(path, tasks, settings) == scores and len(asked) == 1
+    # another sample count is another sampling (one sample each: the references)
+    fewer = settings.model_copy(update={"filter_samples": 1})
+    assert list(curriculum.sample_scores(path, tasks, fewer).values()) == [[1.0], [1.0]]
+    assert len(asked) == 2
 
 
 @pytest.mark.model

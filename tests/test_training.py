@@ -410,7 +410,7 @@ def test_train_corecode_warns_before_training_a_planner_that_writes_code(tmp_pat
         raise Stop
 
     monkeypatch.setattr(corecode, "local_checkpoint", lambda spec: tmp_path)
-    monkeypatch.setattr(corecode, "solved_sometimes", stop)
+    monkeypatch.setattr(corecode, "filtered_tasks", stop)
     monkeypatch.setattr(corecode, "load_train_data", lambda settings: None)
     with pytest.warns(UserWarning, match="answers with code"), pytest.raises(Stop):
         corecode.train_corecode(TrainSettings(method="corecode", planner_model="hf:x"))

@@ -27,7 +27,7 @@ from typing import Any
 
 from corebench.harness.config import MANIFEST_NAME
 
-from .curriculum import solved_sometimes
+from .curriculum import filtered_tasks
 from .data import TrainTask, load_train_data
 from .distributed import is_main_process, wait_for_everyone
 from .grpo import RewardFn, Trained, code_reward, judge, run_grpo
@@ -108,7 +108,7 @@ def train_corecode(settings: TrainSettings) -> dict[str, Path]:
     if problem := planner_start_problem(planner):
         warnings.warn(problem, stacklevel=2)
     # the filter asks the coder's start checkpoint (the one that writes code) directly
-    data = solved_sometimes(coder, load_train_data(settings), settings)
+    data = filtered_tasks(coder, load_train_data(settings), settings)
     out = Path(settings.out)
     curves: dict[str, list[dict[str, float]]] = {"planner": [], "coder": []}
     steps = {"planner": 0, "coder": 0}

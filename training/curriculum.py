@@ -1,14 +1,20 @@
-"""Training tasks the start checkpoint solves sometimes but not always (setting
-``filter_samples``): a group-relative method learns nothing from a task whose completions all
-pass or all fail (their rewards tie), so the tasks are filtered before training, as DAPO and
-small-model RL practice do.
+"""Training tasks whose sampled completions the reward tells apart (setting
+``filter_samples``): a group-relative method learns nothing from a group whose rewards all tie,
+so the tasks are filtered before training, as DAPO and small-model RL practice do.
 
 Each examined task gets ``filter_samples`` completions from the start checkpoint, through the
 single-model (``direct``) prompt at the training temperature, sampled through the decode engine
 with seeds that do not depend on the training seed (every seed and every method trained from the
 same checkpoint sees the same filtered tasks), judged on the task's rewarded tests in the
-sandbox; a task is kept when some but not all of them pass every test. The rates are cached by
-the checkpoint's weights, the tasks, and the sampling settings.
+sandbox. Setting ``filter_keeps`` says which tasks stay:
+
+- ``"sometimes_solved"`` (the default): some but not all completions pass every test.
+- ``"scores_differ"``: the completions' shares of tests passed differ (the partial credit the
+  ``"tests"`` reward gives), which keeps every sometimes-solved task and also those no
+  completion solves whole but some solve further than others.
+
+Each completion's share of tests passed is cached by the checkpoint's weights, the tasks, and
+the sampling settings, so both rules read the same samples.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +33,7 @@ from corebench.harness.metadata import file_fingerprint
 from .data import TrainData, TrainTask
 from .rewards import run_tests
 from .rollouts import ROLLOUT_BATCH, chat_ids, row_seed
-from .settings import SINGLE_MODEL_SYSTEM, TrainSettings
+from .settings import SINGLE_MODEL_SYSTEM, FilterRule, TrainSettings
 from .systems import system
 
 FILTER_SEED = 1  # the examined sample of tasks and the filter's sampling seeds
@@ -46,18 +53,19 @@ def _weights_key(model_path: Path) -> str:
     return ",".join(file_fingerprint(f) for f in files) or str(Path(model_path).resolve())
 
 
-def solve_rates(
+def sample_scores(
     model_path: Path, tasks: list[TrainTask], settings: TrainSettings
-) -> dict[str, float]:
-    """Per task, the share of ``filter_samples`` sampled completions that pass every test."""
+) -> dict[str, list[float]]:
+    """Per task, each of ``filter_samples`` sampled completions' share of tests passed (1.0:
+    it passes every test)."""
     key = hashlib.sha256(
         json.dumps(
-            [_weights_key(model_path), [t.task.task_id for t in tasks], settings.filter_samples,
-             settings.temperature, settings.top_p, settings.max_completion_length, FILTER_SEED,
+            ["scores", _weights_key(model_path), [t.task.task_id for t in tasks],
+             settings.filter_samples, settings.temperature, settings.top_p, settings.max_completion_length, FILTER_SEED,
              [t.suite.content_key for t in tasks]]
         ).encode()
     ).hexdigest()[:24]  # fmt: skip
-    cache = C.cache_dir() / "solve-rates" / f"{key}.json"
+    cache = C.cache_dir() / "filter-scores" / f"{key}.json"
     if cache.exists():
         return json.loads(cache.read_text())
     import torch
@@ -84,33 +92,55 @@ def solve_rates(
     texts = [tokenizer.decode(c, skip_special_tokens=True) for c in completions]
     programs = [(tasks[i // k].code_from(text), tasks[i // k]) for i, text in enumerate(texts)]
     runs = run_tests(programs)
-    rates = {
-        task.task.task_id: sum(r.all_passed for r in runs[i * k : (i + 1) * k]) / k
+    scores = {
+        task.task.task_id: [r.pass_rate for r in runs[i * k : (i + 1) * k]]
         for i, task in enumerate(tasks)
     }
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(rates))
-    return rates
+    cache.write_text(json.dumps(scores))
+    return scores
 
 
-def solved_sometimes(model_path: Path, data: TrainData, settings: TrainSettings) -> TrainData:
+def solved(scores: list[float]) -> int:
+    """How many of a task's samples pass every test."""
+    return sum(score == 1.0 for score in scores)
+
+
+# per filter_keeps rule: whether a task whose samples scored so stays, and what no task did
+RULES: dict[FilterRule, tuple[Callable[[list[float]], bool], str]] = {
+    "sometimes_solved": (
+        lambda scores: 0 < solved(scores) < len(scores),
+        "solves none of {n} training tasks sometimes but not always",
+    ),
+    "scores_differ": (
+        lambda scores: len(set(scores)) > 1,
+        "passes different shares of tests on none of {n} training tasks",
+    ),
+}
+
+
+def filtered_tasks(model_path: Path, data: TrainData, settings: TrainSettings) -> TrainData:
     """``data`` with only the tasks to train on (``filter_samples`` 0: unchanged), and what the
-    filter saw in ``data.filtered``: tasks examined, never solved, always solved, kept."""
+    filter saw in ``data.filtered``: tasks examined, never solved, always solved, kept (under
+    ``"scores_differ"`` the kept tasks may include never-solved ones)."""
     if settings.filter_samples <= 0:
         return data
     looked = examined(data.tasks, settings.filter_tasks)
-    rates = solve_rates(model_path, looked, settings)
-    kept = [t for t in looked if 0 < rates[t.task.task_id] < 1]
+    scores = sample_scores(model_path, looked, settings)
+    keeps, none_kept = RULES[settings.filter_keeps]
+    kept = [t for t in looked if keeps(scores[t.task.task_id])]
+    counts = [solved(scores[t.task.task_id]) for t in looked]
     summary = {
         "examined": len(looked),
-        "never_solved": sum(rates[t.task.task_id] == 0 for t in looked),
-        "always_solved": sum(rates[t.task.task_id] == 1 for t in looked),
+        "never_solved": counts.count(0),
+        "always_solved": counts.count(settings.filter_samples),
         "kept": len(kept),
     }
     if not kept:
         raise CorebenchError(
-            f"the start checkpoint solves none of {len(looked)} training tasks sometimes but not "
-            f"always in {settings.filter_samples} samples ({summary}); train without the filter "
-            "(filter_samples = 0), with more samples, or at another temperature"
+            f"the start checkpoint {none_kept.format(n=len(looked))} in "
+            f"{settings.filter_samples} samples ({summary}); train without the filter "
+            "(filter_samples = 0), with more samples, another filter_keeps, or at another "
+            "temperature"
         )
     return replace(data, tasks=kept, filtered=summary)

@@ -39,7 +39,7 @@ class TrainData:
     overlaps: list[Flag]  # near duplicates of evaluation tasks (dropped unless allowed)
     source: str  # benchmark and split
     validation: list[TrainTask] = field(default_factory=list)  # held out of ``tasks``
-    filtered: dict[str, int] = field(default_factory=dict)  # curriculum.solved_sometimes's
+    filtered: dict[str, int] = field(default_factory=dict)  # curriculum.filtered_tasks's
 
 
 def load_train_data(settings: TrainSettings, plugins: Plugins | None = None) -> TrainData:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from corebench.harness.records import Measurement
 
-from .curriculum import solved_sometimes
+from .curriculum import filtered_tasks
 from .data import TrainTask, load_train_data
 from .diagnostics import diagnose
 from .distributed import is_main_process, wait_for_everyone, world_size
@@ -436,7 +436,7 @@ def pta_reward(settings: TrainSettings, coder: FrozenModel) -> RewardFn:
 def train_grpo(settings: TrainSettings) -> dict[str, Path]:
     """``grpo`` (system ``direct``) or ``pta`` (system ``cot``): one checkpoint, role ``model``."""
     base = local_checkpoint(settings.model)
-    data = solved_sometimes(base, load_train_data(settings), settings)
+    data = filtered_tasks(base, load_train_data(settings), settings)
     out = Path(settings.out)
     coder = None
     if settings.method == "pta":

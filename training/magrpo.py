@@ -40,7 +40,7 @@ from typing import Any
 from corebench.harness.errors import CorebenchError
 from corebench.harness.extract import extract_code
 
-from .curriculum import solved_sometimes
+from .curriculum import filtered_tasks
 from .data import TrainTask, load_train_data
 from .diagnostics import diagnose
 from .distributed import world_size
@@ -272,7 +272,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
             "train magrpo` without a multi-process launcher"
         )
     base = local_checkpoint(settings.model)
-    data = solved_sometimes(base, load_train_data(settings), settings)
+    data = filtered_tasks(base, load_train_data(settings), settings)
     out = Path(settings.out)
     tasks = [t for t in data.tasks if t.task.entry_point]  # the pair writes functions
     held = [t for t in data.validation if t.task.entry_point]

@@ -46,6 +46,8 @@ def evaluated_with(method: str, roles: list[str] | tuple[str, ...]) -> str:
 # "class": the MAGRPO class study's rewards, on the base tests only (reproductions of that study)
 REWARDS = ("tests", "class")
 SFT_ROLES = ("planner", "coder", "model")
+# which training tasks the prompt filter keeps (training/curriculum.py RULES)
+FilterRule = Literal["sometimes_solved", "scores_differ"]
 # training generates as much as evaluation lets a model write, unless told otherwise
 EVALUATION_MAX_NEW_TOKENS: int = RunConfig.model_fields["max_new_tokens"].default
 
@@ -120,8 +122,13 @@ class TrainSettings(Options):
     filter_samples: int = Field(
         0,
         ge=0,
-        description="keep only training tasks the start checkpoint solves sometimes but not "
-        "always, in this many samples at the training temperature (0: no filter)",
+        description="keep only the training tasks filter_keeps names, judging this many samples "
+        "from the start checkpoint at the training temperature (0: no filter)",
+    )
+    filter_keeps: FilterRule = Field(
+        "sometimes_solved",
+        description="the filter keeps tasks some but not all samples solve (sometimes_solved), "
+        "or whose samples pass different shares of tests (scores_differ: partial credit too)",
     )
     filter_tasks: int | None = Field(
         None,
