@@ -1,6 +1,6 @@
-"""Training tasks whose sampled completions the reward tells apart (setting
-``filter_samples``): a group-relative method learns nothing from a group whose rewards all tie,
-so the tasks are filtered before training, as DAPO and small-model RL practice do.
+"""The prompt filter (settings ``filter_samples``, ``filter_keeps``): a group-relative method
+learns nothing from a group whose rewards all tie, so the training tasks are filtered before
+training, as DAPO and small-model RL practice do.
 
 Each examined task gets ``filter_samples`` completions from the start checkpoint, through the
 single-model (``direct``) prompt at the training temperature, sampled through the decode engine
@@ -61,8 +61,8 @@ def sample_scores(
     key = hashlib.sha256(
         json.dumps(
             ["scores", _weights_key(model_path), [t.task.task_id for t in tasks],
-             settings.filter_samples, settings.temperature, settings.top_p, settings.max_completion_length, FILTER_SEED,
-             [t.suite.content_key for t in tasks]]
+             settings.filter_samples, settings.temperature, settings.top_p,
+             settings.max_completion_length, FILTER_SEED, [t.suite.content_key for t in tasks]]
         ).encode()
     ).hexdigest()[:24]  # fmt: skip
     cache = C.cache_dir() / "filter-scores" / f"{key}.json"
