@@ -24,7 +24,8 @@ one sample). Single-model methods (grpo, pta) from an `hf:` start only. With
 manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
 a run that gains on neither did not learn; one that gains there learned its training prompts,
 whether or not the validation tasks (fewer, and mostly never solved by the start) can detect it
-carrying over.
+carrying over. Runs whose overrides differ only in `seed=` are also pooled, in a row of their
+own under each table: per task, the mean of the seeds' shares against the start's.
 """
 
 from __future__ import annotations
@@ -214,10 +215,13 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
           f"start {100 * sum(start.values()) / len(tasks):.1f} %")  # fmt: skip
     print("| try | pass@1 % | − start, points [95% CI] | better / worse | test | p |")
     print("|---|---|---|---|---|---|")
+    runs = []
     for r in rows:
         shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint_of(r['folder'])}",
                                 r["manifest"], n, tokens)  # fmt: skip
         print(difference_row(r["try"], shares, start, n))
+        runs.append((r["try"], shares, start))
+    print_pooled(runs, n)
     if args.on_training_tasks:
         on_training_tasks(rows, args)
 
@@ -257,6 +261,7 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
     print("\nsampled pass@1 on the tasks each run drew its training prompts from (as above)")
     print("| try | tasks | start % | pass@1 % | − start, points [95% CI] | better / worse | test "
           "| p |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+    runs = []
     for r in rows:
         manifest = r["manifest"]
         tasks = sorted(manifest["data"]["training_tasks"])
@@ -268,6 +273,40 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
         shares = sampled_shares(r["folder"] / f"training-n{n}", f"hf:{checkpoint_of(r['folder'])}",
                                 manifest, n, tokens, tasks)  # fmt: skip
         print(difference_row(r["try"], shares, start, n, with_start=True))
+        runs.append((r["try"], shares, start))
+    print_pooled(runs, n, with_start=True)
+
+
+def without_seed(tried: str) -> str:
+    """A run's overrides less its training seed: runs that differ only in their seeds share it."""
+    return " ".join(item for item in shlex.split(tried) if not item.startswith("seed="))
+
+
+def pooled_runs(
+    runs: list[tuple[str, dict[str, float], dict[str, float]]],
+) -> list[tuple[str, dict[str, float], dict[str, float], int]]:
+    """Runs ``(overrides, shares, start)`` that differ only in their training seeds, pooled: per
+    group of two or more with the same start (the same tasks, the same start samples), per task
+    the mean of the runs' shares, with the group's label (its overrides less the seed) and size."""
+    groups: dict[tuple[str, str], list[tuple[dict[str, float], dict[str, float]]]] = {}
+    for tried, shares, start in runs:
+        key = (without_seed(tried), json.dumps(start, sort_keys=True))
+        groups.setdefault(key, []).append((shares, start))
+    pooled = []
+    for (label, _), members in groups.items():
+        if len(members) > 1:
+            start = members[0][1]
+            mean = {t: sum(shares[t] for shares, _ in members) / len(members) for t in start}
+            pooled.append((label, mean, start, len(members)))
+    return pooled
+
+
+def print_pooled(runs: list, n: int, *, with_start: bool = False) -> None:
+    """A row per group of runs that differ only in their seeds: their per-task mean against the
+    start, tested per task as one run is (the seeds averaged within each task)."""
+    for label, mean, start, seeds in pooled_runs(runs):
+        tried = f"{label or '(base)'}, {seeds} seeds pooled"
+        print(difference_row(tried, mean, start, n * seeds, with_start=with_start))
 
 
 if __name__ == "__main__":

@@ -455,6 +455,31 @@ def test_a_tuning_table_row_gives_pass_at_1_the_paired_difference_and_tasks_bett
     assert tune.difference_row("x=1", run, start, 4).count(" | ") == 5  # without the start's
 
 
+def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_start():
+    """Two seeds of one setting (seed 0 left implicit) pool into one row: per task the mean of
+    their shares, tested as one run's shares are; a run with another rate, or on another start,
+    pools with no one."""
+    from corebench.leaderboards.stats import paired
+
+    tune = load_tune_validation()
+    start, other_start = {"a": 0.0, "b": 0.5, "c": 1.0}, {"a": 0.25, "b": 0.5, "c": 1.0}
+    runs = [
+        ("lr=1 steps=4", {"a": 0.5, "b": 0.5, "c": 0.75}, start),
+        ("lr=1 seed=1 steps=4", {"a": 1.0, "b": 0.25, "c": 1.0}, start),
+        ("lr=2 seed=1 steps=4", {"a": 1.0, "b": 1.0, "c": 1.0}, start),
+        ("lr=1 seed=2 steps=4", {"a": 1.0, "b": 1.0, "c": 1.0}, other_start),
+    ]
+    [(label, mean, pooled_start, seeds)] = tune.pooled_runs(runs)
+    assert (label, seeds, pooled_start) == ("lr=1 steps=4", 2, start)
+    assert mean == {"a": 0.75, "b": 0.375, "c": 0.875}
+    cells = tune.difference_row(f"{label}, 2 seeds pooled", mean, start, 8).strip("| ").split(" | ")
+    expected = paired([0.75, 0.375, 0.875], [0.0, 0.5, 1.0], binary=False)
+    assert cells[1:4] == ["66.7", f"+16.7 [{100 * expected.low:+.1f}, {100 * expected.high:+.1f}]",
+                          "1 / 2"]  # fmt: skip
+    assert cells[5] == f"{expected.p:.3f}"
+    assert tune.pooled_runs(runs[1:]) == []  # one run a setting: nothing pooled
+
+
 @pytest.mark.model
 def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained_on(
     tmp_path, data_dir
