@@ -24,8 +24,8 @@ one sample). Single-model methods (grpo, pta) from an `hf:` start only. With
 manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
 a run that gains on neither did not learn; one that gains there learned its training prompts,
 whether or not the validation tasks (fewer, and mostly never solved by the start) can detect it
-carrying over. Runs whose overrides differ only in `seed=` are also pooled, in a row of their
-own under each table: per task, the mean of the seeds' shares against the start's.
+carrying over. Runs trained with the same settings but their seeds are also pooled, in a row
+of their own under each table, tested as the studies pool seeds (crossed random effects).
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+import numpy as np
+
 from corebench.harness.config import MANIFEST_NAME
 from corebench.harness.modelspec import parse_model_ref
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_rows
-from corebench.leaderboards.stats import paired
+from corebench.leaderboards.stats import Paired, Pooled, crossed, paired
 from corebench.studies.execute import end_with_parent
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
@@ -220,7 +222,7 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
         shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint_of(r['folder'])}",
                                 r["manifest"], n, tokens)  # fmt: skip
         print(difference_row(r["try"], shares, start, n))
-        runs.append((r["try"], shares, start))
+        runs.append((r["try"], r["manifest"]["settings"], shares, start))
     print_pooled(runs, n)
     if args.on_training_tasks:
         on_training_tasks(rows, args)
@@ -233,12 +235,14 @@ def difference_row(
     n: int,
     *,
     with_start: bool = False,
+    result: Paired | Pooled | None = None,
 ) -> str:
     """One table row: a run's sampled pass@1 (after the task count and the start's, with
-    ``with_start``), its paired difference from the start's, the tasks it did better and worse
-    on, and the test."""
+    ``with_start``), its difference from the start's (``result``, or else ``stats.paired``'s
+    test of the per-task shares), the tasks it did better and worse on, and the test."""
     tasks = sorted(start)
-    result = paired([shares[t] for t in tasks], [start[t] for t in tasks], binary=n == 1)
+    if result is None:
+        result = paired([shares[t] for t in tasks], [start[t] for t in tasks], binary=n == 1)
     better = sum(shares[t] > start[t] for t in tasks)
     worse = sum(shares[t] < start[t] for t in tasks)
     cells = [f"`{tried}`"]
@@ -273,40 +277,50 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
         shares = sampled_shares(r["folder"] / f"training-n{n}", f"hf:{checkpoint_of(r['folder'])}",
                                 manifest, n, tokens, tasks)  # fmt: skip
         print(difference_row(r["try"], shares, start, n, with_start=True))
-        runs.append((r["try"], shares, start))
+        runs.append((r["try"], manifest["settings"], shares, start))
     print_pooled(runs, n, with_start=True)
 
 
 def without_seed(tried: str) -> str:
-    """A run's overrides less its training seed: runs that differ only in their seeds share it."""
+    """A run's overrides less its training seed, to label a group of seeds."""
     return " ".join(item for item in shlex.split(tried) if not item.startswith("seed="))
 
 
-def pooled_runs(
-    runs: list[tuple[str, dict[str, float], dict[str, float]]],
-) -> list[tuple[str, dict[str, float], dict[str, float], int]]:
-    """Runs ``(overrides, shares, start)`` that differ only in their training seeds, pooled: per
-    group of two or more with the same start (the same tasks, the same start samples), per task
-    the mean of the runs' shares, with the group's label (its overrides less the seed) and size."""
-    groups: dict[tuple[str, str], list[tuple[dict[str, float], dict[str, float]]]] = {}
-    for tried, shares, start in runs:
-        key = (without_seed(tried), json.dumps(start, sort_keys=True))
-        groups.setdefault(key, []).append((shares, start))
-    pooled = []
-    for (label, _), members in groups.items():
-        if len(members) > 1:
-            start = members[0][1]
-            mean = {t: sum(shares[t] for shares, _ in members) / len(members) for t in start}
-            pooled.append((label, mean, start, len(members)))
-    return pooled
+Run = tuple[str, dict, dict[str, float], dict[str, float]]  # overrides, settings, shares, start
 
 
-def print_pooled(runs: list, n: int, *, with_start: bool = False) -> None:
-    """A row per group of runs that differ only in their seeds: their per-task mean against the
-    start, tested per task as one run is (the seeds averaged within each task)."""
-    for label, mean, start, seeds in pooled_runs(runs):
-        tried = f"{label or '(base)'}, {seeds} seeds pooled"
-        print(difference_row(tried, mean, start, n * seeds, with_start=with_start))
+def same_training(a: dict, b: dict) -> bool:
+    """Two runs' settings alike but for their seeds and output folders (a setting one manifest
+    lacks, from an older corebench that did not have it, is not compared)."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys() if k not in ("seed", "out"))
+
+
+def pooled_runs(runs: list[Run]) -> list[tuple[str, list[dict[str, float]], dict[str, float]]]:
+    """Runs ``(overrides, settings, shares, start)`` trained alike but for their seeds
+    (``same_training``) and sampled against the same start (the same tasks, the same start
+    samples), grouped: per group of two or more seeds, its label (the first run's overrides less
+    the seed), each seed's shares (a seed given twice counted once) and the start's."""
+    groups: list[tuple[str, dict, dict[int, dict[str, float]], dict[str, float]]] = []
+    for tried, settings, shares, start in runs:
+        group = next((g for g in groups if g[3] == start and same_training(g[1], settings)), None)
+        if group is None:
+            group = (without_seed(tried), settings, {}, start)
+            groups.append(group)
+        group[2].setdefault(settings["seed"], shares)
+    return [(label, list(seeds.values()), start)
+            for label, _, seeds, start in groups if len(seeds) > 1]  # fmt: skip
+
+
+def print_pooled(runs: list[Run], n: int, *, with_start: bool = False) -> None:
+    """A row per group of runs that differ only in their seeds: the seeds' mean pass@1 against
+    the start's, tested as the studies pool seeds (``stats.crossed``: seeds and tasks both
+    random, each seed's per-task differences from the start's shares)."""
+    for label, seeds, start in pooled_runs(runs):
+        tasks = sorted(start)
+        mean = {t: sum(shares[t] for shares in seeds) / len(seeds) for t in tasks}
+        result = crossed(np.array([[shares[t] - start[t] for t in tasks] for shares in seeds]))
+        tried = f"{label or '(base)'}, {len(seeds)} seeds pooled"
+        print(difference_row(tried, mean, start, n, with_start=with_start, result=result))
 
 
 if __name__ == "__main__":

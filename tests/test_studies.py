@@ -455,29 +455,39 @@ def test_a_tuning_table_row_gives_pass_at_1_the_paired_difference_and_tasks_bett
     assert tune.difference_row("x=1", run, start, 4).count(" | ") == 5  # without the start's
 
 
-def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_start():
-    """Two seeds of one setting (seed 0 left implicit) pool into one row: per task the mean of
-    their shares, tested as one run's shares are; a run with another rate, or on another start,
-    pools with no one."""
-    from corebench.leaderboards.stats import paired
+def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_start(capsys):
+    """Two seeds of one setting (overrides in another order, seed 0 from the base file, each in
+    its own folder, one manifest older and lacking a setting) pool into one row: per task the mean of their shares, tested as the studies pool seeds
+    (``stats.crossed``), one sample each (where a single run's row would be McNemar's). A seed
+    given twice counts once; a run at another rate, with another value of a setting, or on
+    another start, pools with no one."""
+    import numpy as np
+
+    from corebench.leaderboards.stats import crossed
 
     tune = load_tune_validation()
-    start, other_start = {"a": 0.0, "b": 0.5, "c": 1.0}, {"a": 0.25, "b": 0.5, "c": 1.0}
-    runs = [
-        ("lr=1 steps=4", {"a": 0.5, "b": 0.5, "c": 0.75}, start),
-        ("lr=1 seed=1 steps=4", {"a": 1.0, "b": 0.25, "c": 1.0}, start),
-        ("lr=2 seed=1 steps=4", {"a": 1.0, "b": 1.0, "c": 1.0}, start),
-        ("lr=1 seed=2 steps=4", {"a": 1.0, "b": 1.0, "c": 1.0}, other_start),
+    start, other_start = {"a": 0.0, "b": 1.0, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 1.0}
+    first, second = {"a": 1.0, "b": 1.0, "c": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0}
+    lr1 = {"lr": 1, "steps": 4}
+    runs = [  # an older manifest lacks "filter"; each run has its own folder, "out"
+        ("lr=1 steps=4", {**lr1, "seed": 0, "out": "a"}, first, start),
+        ("steps=4 seed=1 lr=1", {**lr1, "seed": 1, "out": "b", "filter": "x"}, second, start),
+        ("lr=1 steps=4 seed=1", {**lr1, "seed": 1}, first, start),  # seed 1 again: not counted
+        ("lr=2 seed=1 steps=4", {"lr": 2, "steps": 4, "seed": 1}, first, start),
+        ("lr=1 steps=4 seed=2", {**lr1, "seed": 2}, first, other_start),
     ]
-    [(label, mean, pooled_start, seeds)] = tune.pooled_runs(runs)
-    assert (label, seeds, pooled_start) == ("lr=1 steps=4", 2, start)
-    assert mean == {"a": 0.75, "b": 0.375, "c": 0.875}
-    cells = tune.difference_row(f"{label}, 2 seeds pooled", mean, start, 8).strip("| ").split(" | ")
-    expected = paired([0.75, 0.375, 0.875], [0.0, 0.5, 1.0], binary=False)
-    assert cells[1:4] == ["66.7", f"+16.7 [{100 * expected.low:+.1f}, {100 * expected.high:+.1f}]",
-                          "1 / 2"]  # fmt: skip
-    assert cells[5] == f"{expected.p:.3f}"
-    assert tune.pooled_runs(runs[1:]) == []  # one run a setting: nothing pooled
+    assert tune.pooled_runs(runs) == [("lr=1 steps=4", [first, second], start)]
+    tune.print_pooled(runs, 1, with_start=True)
+    [row] = capsys.readouterr().out.splitlines()
+    cells = row.strip("| ").split(" | ")
+    expected = crossed(np.array([[1.0, 0.0, -1.0], [1.0, 0.0, 0.0]]))
+    assert cells[:4] == ["`lr=1 steps=4, 2 seeds pooled`", "3", "66.7", "83.3"]
+    assert cells[4] == f"{100 * expected.difference:+.1f} [{100 * expected.low:+.1f}, " \
+                       f"{100 * expected.high:+.1f}]"  # fmt: skip
+    assert cells[5:] == ["1 / 1", expected.test, f"{expected.p:.3f}"]
+    assert tune.pooled_runs(runs[2:]) == []  # one seed a setting and start: nothing pooled
+    other_filter = ("lr=1 seed=3 steps=4", {**lr1, "seed": 3, "filter": "y"}, first, start)
+    assert tune.pooled_runs([runs[1], other_filter]) == []
 
 
 @pytest.mark.model
