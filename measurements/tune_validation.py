@@ -297,15 +297,18 @@ def same_training(a: dict, b: dict) -> bool:
 
 def pooled_runs(runs: list[Run]) -> list[tuple[str, list[dict[str, float]], dict[str, float]]]:
     """Runs ``(overrides, settings, shares, start)`` trained alike but for their seeds
-    (``same_training``) and sampled against the same start (the same tasks, the same start
-    samples), grouped: per group of two or more seeds, its label (the first run's overrides less
-    the seed), each seed's shares (a seed given twice counted once) and the start's."""
-    groups: list[tuple[str, dict, dict[int, dict[str, float]], dict[str, float]]] = []
+    (``same_training`` with every run of the group) and sampled against the same start (the
+    same tasks, the same start samples), grouped: per group of two or more seeds, its label
+    (the first run's overrides less the seed), each seed's shares (a seed given twice counted
+    once) and the start's."""
+    groups: list[tuple[str, list[dict], dict[int, dict[str, float]], dict[str, float]]] = []
     for tried, settings, shares, start in runs:
-        group = next((g for g in groups if g[3] == start and same_training(g[1], settings)), None)
+        group = next((g for g in groups if g[3] == start
+                      and all(same_training(other, settings) for other in g[1])), None)  # fmt: skip
         if group is None:
-            group = (without_seed(tried), settings, {}, start)
+            group = (without_seed(tried), [], {}, start)
             groups.append(group)
+        group[1].append(settings)
         group[2].setdefault(settings["seed"], shares)
     return [(label, list(seeds.values()), start)
             for label, _, seeds, start in groups if len(seeds) > 1]  # fmt: skip

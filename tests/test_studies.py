@@ -456,11 +456,12 @@ def test_a_tuning_table_row_gives_pass_at_1_the_paired_difference_and_tasks_bett
 
 
 def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_start(capsys):
-    """Two seeds of one setting (overrides in another order, seed 0 from the base file, each in
-    its own folder, one manifest older and lacking a setting) pool into one row: per task the mean of their shares, tested as the studies pool seeds
-    (``stats.crossed``), one sample each (where a single run's row would be McNemar's). A seed
-    given twice counts once; a run at another rate, with another value of a setting, or on
-    another start, pools with no one."""
+    """Two seeds of one setting (overrides in another order, seed 0 from the base file, each
+    in its own folder, one manifest older and lacking a setting) pool into one row: per task
+    the mean of their shares, tested as the studies pool seeds (``stats.crossed``), one sample
+    each (where a single run's row would be McNemar's). A seed given twice counts once; a run
+    at another rate, with another value of a setting, or on another start, pools with no one,
+    nor do two runs alike only to a third."""
     import numpy as np
 
     from corebench.leaderboards.stats import crossed
@@ -488,6 +489,9 @@ def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_
     assert tune.pooled_runs(runs[2:]) == []  # one seed a setting and start: nothing pooled
     other_filter = ("lr=1 seed=3 steps=4", {**lr1, "seed": 3, "filter": "y"}, first, start)
     assert tune.pooled_runs([runs[1], other_filter]) == []
+    # the older run alike to both, these two not to each other: each pools with it alone
+    [(_, pooled, _)] = tune.pooled_runs([runs[0], runs[1], other_filter])
+    assert pooled == [first, second]
 
 
 @pytest.mark.model
