@@ -42,6 +42,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -295,23 +296,33 @@ def same_training(a: dict, b: dict) -> bool:
     return all(a[k] == b[k] for k in a.keys() & b.keys() if k not in ("seed", "out"))
 
 
+class SeedGroup(NamedTuple):
+    """Runs trained alike but for their seeds, sampled against one start."""
+
+    label: str  # the first run's overrides less its seed
+    settings: list[dict]  # every member's, to test a newcomer against
+    seeds: dict[int, dict[str, float]]  # seed -> shares
+    start: dict[str, float]
+
+    def admits(self, settings: dict, start: dict[str, float]) -> bool:
+        return start == self.start and all(same_training(s, settings) for s in self.settings)
+
+
 def pooled_runs(runs: list[Run]) -> list[tuple[str, list[dict[str, float]], dict[str, float]]]:
     """Runs ``(overrides, settings, shares, start)`` trained alike but for their seeds
     (``same_training`` with every run of the group) and sampled against the same start (the
     same tasks, the same start samples), grouped: per group of two or more seeds, its label
     (the first run's overrides less the seed), each seed's shares (a seed given twice counted
     once) and the start's."""
-    groups: list[tuple[str, list[dict], dict[int, dict[str, float]], dict[str, float]]] = []
+    groups: list[SeedGroup] = []
     for tried, settings, shares, start in runs:
-        group = next((g for g in groups if g[3] == start
-                      and all(same_training(other, settings) for other in g[1])), None)  # fmt: skip
+        group = next((g for g in groups if g.admits(settings, start)), None)
         if group is None:
-            group = (without_seed(tried), [], {}, start)
+            group = SeedGroup(without_seed(tried), [], {}, start)
             groups.append(group)
-        group[1].append(settings)
-        group[2].setdefault(settings["seed"], shares)
-    return [(label, list(seeds.values()), start)
-            for label, _, seeds, start in groups if len(seeds) > 1]  # fmt: skip
+        group.settings.append(settings)
+        group.seeds.setdefault(settings["seed"], shares)
+    return [(g.label, list(g.seeds.values()), g.start) for g in groups if len(g.seeds) > 1]
 
 
 def print_pooled(runs: list[Run], n: int, *, with_start: bool = False) -> None:
