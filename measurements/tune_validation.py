@@ -19,7 +19,11 @@ with the same seed for every checkpoint (common random numbers), in float32
 (`hf:PATH?dtype=float32`: bfloat16 buries a short run's update in rounding noise), judged in the
 sandbox; it prints each checkpoint's pass@1 and its paired difference from the start (per task,
 the share of samples passed; `leaderboards/stats.py`'s sign-flip test, or exact McNemar's for
-one sample). Single-model methods (grpo, pta) from an `hf:` start only. With
+one sample). From an `hf:` start only, one checkpoint for every role: a pair's checkpoints
+(magrpo's helper and main, corecode's planner and coder) are evaluated together by the system
+they were trained for, against the start playing both roles (as `magrpo-from-sft`'s start row;
+CoRe-Code's studies start the planner from its own SFT on plans, which this cannot express).
+With
 `--on-training-tasks` it does the same on the tasks each run drew its training prompts from (its
 manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
 a run that gains on neither did not learn; one that gains there learned its training prompts,
@@ -47,23 +51,35 @@ from typing import NamedTuple
 import numpy as np
 
 from corebench.harness.config import MANIFEST_NAME
-from corebench.harness.modelspec import parse_model_ref
+from corebench.harness.errors import CorebenchError
+from corebench.harness.modelspec import DEFAULT_ROLE, format_model_spec, parse_model_spec
 from corebench.harness.store import Store
 from corebench.harness.summary import samples_rows
 from corebench.leaderboards.stats import Paired, Pooled, crossed, paired
 from corebench.studies.execute import end_with_parent
+from corebench.training.dispatch import finished_checkpoints, model_spec
+from corebench.training.settings import load_settings
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
 SAMPLED = {"temperature": 0.6, "top_p": 0.95}  # the sampled studies' evaluation
 
 
 def in_float32(spec: str) -> str:
-    """An ``hf:`` model spec with float32 weights (any other dtype option replaced)."""
-    if not spec.startswith("hf:"):
+    """A model spec of ``hf:`` checkpoints (one, or one per role) with float32 weights (any
+    other dtype option replaced)."""
+    try:
+        roles = parse_model_spec(spec)
+    except CorebenchError:
+        roles = {}
+    if not roles or any(ref.backend != "hf" for ref in roles.values()):
         raise SystemExit(f"--sampled evaluates hf: checkpoints in float32, not {spec!r}")
-    ref = parse_model_ref(spec)
-    options = tuple(o for o in ref.options if o[0] != "dtype") + (("dtype", "float32"),)
-    return str(replace(ref, options=options))
+    return format_model_spec(
+        {
+            role: replace(ref, options=(*(o for o in ref.options if o[0] != "dtype"),
+                                        ("dtype", "float32")))
+            for role, ref in roles.items()
+        }
+    )  # fmt: skip
 
 
 def sampled_shares(
@@ -86,6 +102,8 @@ def sampled_shares(
     ]  # fmt: skip
     for key, value in settings["benchmark_options"].items():
         command += ["-B", f"{key}={json.dumps(value)}"]
+    for key, value in evaluation_of(manifest)[1].items():
+        command += ["-O", f"{key}={json.dumps(value)}"]
     print(f"evaluating {spec} on {len(tasks)} tasks", file=sys.stderr, flush=True)
     subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
     store = Store(folder, create=False)
@@ -102,6 +120,11 @@ def sampled_shares(
     return {task: sum(v) / n for task, v in passed.items()}
 
 
+def evaluation_of(manifest: dict) -> list:
+    """The system a run's checkpoints are evaluated by, and its options (MAGRPO's turns)."""
+    return [manifest["evaluate_with"], manifest.get("system_options", {})]
+
+
 def key_of(decides: object) -> str:
     """A short hash naming a folder by what decides its contents."""
     return hashlib.sha256(json.dumps(decides).encode()).hexdigest()[:8]
@@ -111,10 +134,27 @@ def run_folder(out: Path, overrides: list[str]) -> Path:
     return out / f"try-{key_of(overrides)}"
 
 
+def checkpoints_of(folder: Path) -> dict[str, Path]:
+    """Role -> the checkpoint a finished training run in ``folder`` saved for it (the folders
+    with a manifest, named by role: ``model``, or a pair's two)."""
+    return {p.parent.name: p.parent for p in sorted(folder.glob(f"*/{MANIFEST_NAME}"))}
+
+
 def checkpoint_of(folder: Path) -> Path | None:
-    """The checkpoint a finished training run in ``folder`` saved (the one with a manifest)."""
-    found = sorted(folder.glob(f"*/{MANIFEST_NAME}"))
-    return found[0].parent if found else None
+    """A checkpoint a finished training run in ``folder`` saved (a pair's first by role)."""
+    return next(iter(checkpoints_of(folder).values()), None)
+
+
+def trained_spec(folder: Path) -> str:
+    """The model spec that evaluates a finished run's checkpoints, every role's."""
+    return model_spec(checkpoints_of(folder))
+
+
+def finished(folder: Path, method: str) -> bool:
+    """Whether the training run in ``folder`` finished: every role it trains has its manifest
+    (a pair killed between its two manifests did not)."""
+    out = [f"out={json.dumps(str(folder))}"]
+    return finished_checkpoints(load_settings(method, None, out)) is not None
 
 
 def manifest_of(folder: Path) -> dict | None:
@@ -146,16 +186,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.on_training_tasks and not args.sampled:
         raise SystemExit("--on-training-tasks evaluates as --sampled N does: give --sampled N")
-    if args.sampled and args.method not in ("grpo", "pta"):
-        raise SystemExit("--sampled evaluates single-model methods (grpo, pta)")
     if args.sampled:  # refused now, not after the training
         in_float32(args.model or "(no --model: the base file's)")
+    if args.model and set(parse_model_spec(args.model)) != {DEFAULT_ROLE}:
+        raise SystemExit(f"--model is one checkpoint, every role's start, not {args.model!r}")
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
         folder = run_folder(args.out, overrides)
         started = time.monotonic()
-        if manifest_of(folder) is None:
+        if not finished(folder, args.method):
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
             start = [f"model={args.model}"] if args.model else []
             if args.method == "corecode" and args.model:
@@ -210,6 +250,9 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
     if any(r["manifest"]["data"]["validation_tasks"] != first["data"]["validation_tasks"]
            for r in rows):  # fmt: skip
         raise SystemExit("--sampled: the runs hold out different validation tasks")
+    if any(evaluation_of(r["manifest"]) != evaluation_of(first) for r in rows):
+        raise SystemExit("--sampled: the runs are evaluated by different systems or options; "
+                         "tune each in its own --out")  # fmt: skip
     n, tokens = args.sampled, args.max_new_tokens
     start = sampled_shares(args.out / f"sampled-start-n{n}", args.model, first, n, tokens)
     tasks = sorted(start)
@@ -220,7 +263,7 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|")
     runs = []
     for r in rows:
-        shares = sampled_shares(r["folder"] / f"sampled-n{n}", f"hf:{checkpoint_of(r['folder'])}",
+        shares = sampled_shares(r["folder"] / f"sampled-n{n}", trained_spec(r["folder"]),
                                 r["manifest"], n, tokens)  # fmt: skip
         print(difference_row(r["try"], shares, start, n))
         runs.append((r["try"], r["manifest"]["settings"], shares, start))
@@ -271,11 +314,11 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
         manifest = r["manifest"]
         tasks = sorted(manifest["data"]["training_tasks"])
         settings = manifest["settings"]
-        decides = [tasks, args.model, n, tokens, manifest["evaluate_with"],
+        decides = [tasks, args.model, n, tokens, *evaluation_of(manifest),
                    settings["benchmark"], settings["benchmark_options"]]  # fmt: skip
         start = sampled_shares(args.out / f"training-start-{key_of(decides)}-n{n}", args.model,
                                manifest, n, tokens, tasks)  # fmt: skip
-        shares = sampled_shares(r["folder"] / f"training-n{n}", f"hf:{checkpoint_of(r['folder'])}",
+        shares = sampled_shares(r["folder"] / f"training-n{n}", trained_spec(r["folder"]),
                                 manifest, n, tokens, tasks)  # fmt: skip
         print(difference_row(r["try"], shares, start, n, with_start=True))
         runs.append((r["try"], manifest["settings"], shares, start))

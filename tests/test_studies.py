@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -437,6 +438,71 @@ def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
     tune = load_tune_validation()
     assert tune.in_float32("hf:ckpt/model") == "hf:ckpt/model?dtype=float32"
     assert tune.in_float32("hf:m?dtype=bfloat16&max_batch=4") == "hf:m?max_batch=4&dtype=float32"
+    pair = "main=hf:b?dtype=bfloat16,helper=hf:a"  # a pair: every role's checkpoint
+    assert tune.in_float32(pair) == "helper=hf:a?dtype=float32,main=hf:b?dtype=float32"
+    for spec in ("helper=hf:a,main=embedded", "embedded", "(no --model)", ""):
+        with pytest.raises(SystemExit, match=f"in float32, not {re.escape(repr(spec))}"):
+            tune.in_float32(spec)
+
+
+def test_tuning_starts_every_role_from_one_checkpoint_and_refuses_a_spec_by_role(tmp_path):
+    script = ROOT / "measurements" / "tune_validation.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "magrpo", "--base", str(ROOT / "studies" / "tuning" /
+         "magrpo.toml"), "--out", str(tmp_path), "--model", "helper=hf:a,main=hf:b",
+         "--try", "steps=1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "--model is one checkpoint, every role's start, not 'helper=hf:a,main=hf:b'" in (
+        result.stderr
+    )
+    assert not list(tmp_path.iterdir())  # nothing trained
+
+
+def test_a_pair_s_tuning_run_is_finished_only_when_both_roles_saved_their_checkpoints(tmp_path):
+    """A MAGRPO run killed between its helper's and its main agent's manifests is trained
+    again (training resumes), not evaluated with a role missing."""
+    tune = load_tune_validation()
+    (tmp_path / "helper").mkdir()
+    (tmp_path / "helper" / "corebench_manifest.json").write_text("{}")
+    assert not tune.finished(tmp_path, "magrpo")
+    (tmp_path / "main").mkdir()
+    (tmp_path / "main" / "corebench_manifest.json").write_text("{}")
+    assert tune.finished(tmp_path, "magrpo") and not tune.finished(tmp_path, "grpo")
+
+
+def test_tuning_refuses_to_compare_runs_evaluated_by_different_systems_against_one_start(
+    tmp_path,
+):
+    import argparse
+
+    tune = load_tune_validation()
+    data = {"validation_tasks": ["t1"]}
+    rows = [
+        {"manifest": {"data": data, "evaluate_with": "helper-main", "system_options": options}}
+        for options in ({"turns": 1}, {"turns": 2})
+    ]
+    args = argparse.Namespace(sampled=1, max_new_tokens=8, out=tmp_path, model="hf:x")
+    with pytest.raises(SystemExit, match="evaluated by different systems or options"):
+        tune.sampled(rows, args)
+    assert not list(tmp_path.iterdir())  # nothing sampled
+
+
+def test_tuning_evaluates_a_run_s_every_checkpoint_by_role(tmp_path):
+    """A finished run's model spec names each checkpoint it saved (a folder with a manifest)
+    by its role; the run's evaluation folders, without one, are not checkpoints."""
+    tune = load_tune_validation()
+    for role in ("main", "helper", "sampled-n4"):
+        (tmp_path / "pair" / role).mkdir(parents=True)
+        if role != "sampled-n4":
+            (tmp_path / "pair" / role / "corebench_manifest.json").write_text("{}")
+    (tmp_path / "one" / "model").mkdir(parents=True)
+    (tmp_path / "one" / "model" / "corebench_manifest.json").write_text("{}")
+    pair = tmp_path / "pair"
+    assert tune.trained_spec(pair) == f"helper=hf:{pair / 'helper'},main=hf:{pair / 'main'}"
+    assert tune.trained_spec(tmp_path / "one") == f"hf:{tmp_path / 'one' / 'model'}"
+    assert tune.checkpoint_of(pair) == pair / "helper" and tune.checkpoint_of(tmp_path) is None
 
 
 def test_a_tuning_table_row_gives_pass_at_1_the_paired_difference_and_tasks_better_and_worse():
@@ -495,13 +561,15 @@ def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("method", ["grpo", "magrpo"])
 def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained_on(
-    tmp_path, data_dir
+    method, tmp_path, data_dir
 ):
-    """``tune_validation.py --sampled 1 --on-training-tasks``: one GRPO step of three prompts from
-    the embedded model on three training tasks (no filter), two held out; the start and the run
-    are each sampled on the two validation tasks and, separately, on exactly the three tasks the
-    run's manifest names, each folder with its own model, and both tables are printed."""
+    """``tune_validation.py --sampled 1 --on-training-tasks``: one step from the embedded model
+    on three training tasks (no filter), two held out; the start and the run are each sampled on
+    the two validation tasks and, separately, on exactly the three tasks the run's manifest
+    names, each folder with its own model (MAGRPO's: the trained helper and main, by role, in
+    the `helper-main` system the start plays both roles of), and both tables are printed."""
     from corebench.harness.store import Store
     from corebench.training.models import local_checkpoint
 
@@ -510,8 +578,8 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     tried = ("steps=1 num_generations=2 prompts_per_step=3 filter_samples=0 validation_tasks=2 "
              "tasks_limit=3 max_completion_length=16 validation_every=1 save_steps=1")  # fmt: skip
     result = subprocess.run(
-        [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), "grpo",
-         "--base", str(ROOT / "studies" / "tuning" / "grpo.toml"), "--out", str(tmp_path),
+        [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), method,
+         "--base", str(ROOT / "studies" / "tuning" / f"{method}.toml"), "--out", str(tmp_path),
          "--model", start, "--try", tried, "--sampled", "1", "--on-training-tasks",
          "--max-new-tokens", "16"],
         capture_output=True, text=True, timeout=1200,
@@ -525,7 +593,9 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     trained, held_out = data["training_tasks"], data["validation_tasks"]
     assert len(trained) == 3 and len(held_out) == 2 and not set(trained) & set(held_out)
     (training_start,) = tmp_path.glob("training-start-*-n1")
-    started, ran = tune.in_float32(start), tune.in_float32(f"hf:{checkpoint}")
+    started, ran = tune.in_float32(start), tune.in_float32(tune.trained_spec(run))
+    roles = {"grpo": ["model"], "magrpo": ["helper", "main"]}[method]
+    assert ran == ",".join(f"{r}=hf:{run / r}?dtype=float32" for r in roles).removeprefix("model=")
     for folder, tasks, model in (
         (training_start, trained, started),
         (run / "training-n1", trained, ran),
@@ -535,7 +605,9 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
         store = Store(folder, create=False)
         try:
             found = sorted(s.task_id for s, _ in store.samples(tests=False))
-            assert found == sorted(tasks) and store.config().model == model, folder
+            config = store.config()
+            assert found == sorted(tasks) and config.model == model, folder
+            assert config.system == {"grpo": "direct", "magrpo": "helper-main"}[method]
         finally:
             store.close()
     validation, training = result.stdout.split("each run drew its training prompts from")

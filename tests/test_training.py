@@ -61,9 +61,9 @@ def test_settings_from_toml_and_overrides(tmp_path):
     with pytest.raises(UnknownNameError, match="training method"):
         load_settings("ppo")
     assert load_settings("pta", None, ["lora_rank=8"]).lora_rank == 8
-    for method in ("magrpo", "sft"):  # comlrl's and the SFT trainer train every weight
-        with pytest.raises(CorebenchError, match=f"lora_rank: {method} trains every weight"):
-            load_settings(method, None, ["lora_rank=8"])
+    assert load_settings("magrpo", None, ["lora_rank=8"]).lora_rank == 8
+    with pytest.raises(CorebenchError, match="lora_rank: sft trains every weight"):
+        load_settings("sft", None, ["lora_rank=8"])  # the SFT trainer trains every weight
 
 
 def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
@@ -472,7 +472,8 @@ EFFECT = [
 ]
 
 
-def changed_weights(checkpoint, base) -> bool:
+def changed_weight_names(checkpoint, base) -> list[str]:
+    """The weights a checkpoint holds changed from ``base``'s (the same names: a plain model)."""
     from safetensors.torch import load_file
 
     trained, start = (
@@ -480,16 +481,19 @@ def changed_weights(checkpoint, base) -> bool:
         load_file(base / "model.safetensors"),
     )
     assert trained.keys() == start.keys()
-    return any(not trained[k].equal(start[k]) for k in trained)
+    return [k for k in trained if not trained[k].equal(start[k])]
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["grpo", "grpo-lora", "pta", "magrpo", "corecode", "sft"])
+@pytest.mark.parametrize(
+    "method", ["grpo", "grpo-lora", "pta", "magrpo", "magrpo-lora", "corecode", "sft"]
+)
 def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monkeypatch):
-    # "grpo-lora": GRPO training rank-4 LoRA adapters, saved merged as a plain checkpoint (that
-    # trained adapters are merged right, in rollouts and in the save: tests/test_rollouts.py)
-    lora = ["lora_rank=4"] if method == "grpo-lora" else []
-    method = "grpo" if lora else method
+    # "grpo-lora", "magrpo-lora": training rank-4 LoRA adapters, saved merged as plain
+    # checkpoints (that trained adapters are merged right, in rollouts and in GRPO's save:
+    # tests/test_rollouts.py)
+    lora = ["lora_rank=4"] if method.endswith("-lora") else []
+    method = method.removesuffix("-lora")
     seen: list[str] = []  # what the MAGRPO reward is given to judge
     if method == "magrpo":
         import corebench.training.magrpo as magrpo
@@ -523,7 +527,8 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
     checkpoints = train(settings)
     base = local_checkpoint(settings.model)
     for role, path in checkpoints.items():
-        learned = changed_weights(path, base)
+        moved = changed_weight_names(path, base)
+        learned = bool(moved)
         if method == "sft":
             assert learned, role
             continue
@@ -531,6 +536,9 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         # (a group of equal rewards has zero advantages, so zero loss and gradient)
         found = json.loads((path / "corebench_manifest.json").read_text())["diagnostics"]
         assert learned == (found["groups_with_variance"] > 0), (role, found)
+        if lora:  # adapters on the linear layers only: they moved, embeddings and norms did not
+            assert learned, (role, found)
+            assert all(name.endswith("_proj.weight") for name in moved), moved
     logs = sorted((tmp_path / "ckpt").rglob("rewards.txt"))
     assert len(logs) == {"sft": 0, "corecode": 2}.get(method, 1)
     for log in logs:  # every completion scored, within the reward's range

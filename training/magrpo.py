@@ -26,6 +26,10 @@ of an epoch only, so the ``steps`` items are split into epochs of ``save_steps``
 kill, the same command resumes from the last epoch saved in ``trainer-state/`` and keeps the
 rewards logged up to it. comlrl trains in one process (one device per agent): under a
 multi-process launch it is refused.
+
+With ``lora_rank``, each agent trains LoRA adapters of its own (``grpo.lora_config``: every
+linear layer but the output head) over frozen weights, and is saved with them merged: a plain
+checkpoint like any other.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from .curriculum import filtered_tasks
 from .data import TrainTask, load_train_data
 from .diagnostics import diagnose
 from .distributed import world_size
+from .grpo import lora_config
 from .manifest import write_manifest
 from .models import local_checkpoint, pad_outside_prompts
 from .progress import StepClock, StepLog, timing_summary, validation_curve
@@ -357,6 +362,10 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         return [pair_system().role_prompt(role, task.task, **seen) for role in ROLES]
 
     agents = [AutoModelForCausalLM.from_pretrained(base, dtype="float32") for _ in ROLES]
+    if settings.lora_rank:  # each agent trains its own adapters; comlrl's AdamW skips the rest
+        from peft import get_peft_model
+
+        agents = [get_peft_model(agent, lora_config(settings)) for agent in agents]
     trainer_class = corebench_trainer(MAGRPOTrainer)
     trainer_class.chunk = chunk
     trainer = trainer_class(
@@ -413,6 +422,8 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         for rollouts in (trainer.rollouts or []) + (trainer.validation_rollouts or []):
             rollouts.close()
     raw = out / "trainer"
+    if settings.lora_rank:  # checkpoints like any other: each agent's adapters merged in
+        trainer.agents = [agent.merge_and_unload() for agent in trainer.agents]
     trainer.save_model(str(raw))
     if replaced_pad is not None:
         tokenizer.pad_token = replaced_pad  # checkpoints keep the base model's tokenizer

@@ -31,7 +31,7 @@ EVALUATE_WITH = {
     "sft": "corecode",
 }
 METHODS = tuple(EVALUATE_WITH)
-LORA_METHODS = ("grpo", "pta", "corecode")  # trained through run_grpo (TRL's GRPOTrainer)
+LORA_METHODS = ("grpo", "pta", "corecode", "magrpo")  # all but SFT
 SINGLE_MODEL_SYSTEM = EVALUATE_WITH["grpo"]  # SFT's `model` role answers `direct`'s prompt
 
 
@@ -104,7 +104,7 @@ class TrainSettings(Options):
         0,
         ge=0,
         description="train LoRA adapters of this rank on every linear layer but the output head "
-        "instead of every weight (0: full fine-tune); grpo, pta, corecode. Saved merged",
+        "instead of every weight (0: full fine-tune); grpo, pta, corecode, magrpo. Saved merged",
     )
     lora_alpha: float = Field(
         32, gt=0, description="LoRA's scale: an adapter's update is multiplied by alpha / rank"
