@@ -150,11 +150,18 @@ def trained_spec(folder: Path) -> str:
     return model_spec(checkpoints_of(folder))
 
 
-def finished(folder: Path, method: str) -> bool:
-    """Whether the training run in ``folder`` finished: every role it trains has its manifest
-    (a pair killed between its two manifests did not)."""
-    out = [f"out={json.dumps(str(folder))}"]
-    return finished_checkpoints(load_settings(method, None, out)) is not None
+def finished(
+    folder: Path, method: str, base: Path | None = None, overrides: list[str] | None = None
+) -> bool:
+    """Whether the training run in ``folder`` (trained with ``base`` and ``overrides``)
+    finished: every role it trains has its manifest (a pair killed between its two manifests
+    did not)."""
+    items = [*(overrides or []), f"out={json.dumps(str(folder))}"]
+    try:
+        settings = load_settings(method, base, items)
+    except CorebenchError as error:
+        raise SystemExit(str(error)) from None
+    return finished_checkpoints(settings) is not None
 
 
 def manifest_of(folder: Path) -> dict | None:
@@ -188,14 +195,18 @@ def main() -> None:
         raise SystemExit("--on-training-tasks evaluates as --sampled N does: give --sampled N")
     if args.sampled:  # refused now, not after the training
         in_float32(args.model or "(no --model: the base file's)")
-    if args.model and set(parse_model_spec(args.model)) != {DEFAULT_ROLE}:
+    try:
+        by_role = args.model and set(parse_model_spec(args.model)) != {DEFAULT_ROLE}
+    except CorebenchError as error:
+        raise SystemExit(f"--model: {error}") from None
+    if by_role:
         raise SystemExit(f"--model is one checkpoint, every role's start, not {args.model!r}")
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
         folder = run_folder(args.out, overrides)
         started = time.monotonic()
-        if not finished(folder, args.method):
+        if not finished(folder, args.method, args.base, overrides):
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
             start = [f"model={args.model}"] if args.model else []
             if args.method == "corecode" and args.model:
@@ -254,7 +265,9 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
         raise SystemExit("--sampled: the runs are evaluated by different systems or options; "
                          "tune each in its own --out")  # fmt: skip
     n, tokens = args.sampled, args.max_new_tokens
-    start = sampled_shares(args.out / f"sampled-start-n{n}", args.model, first, n, tokens)
+    evaluation = evaluation_of(first)  # a folder per system and options (direct's unnamed)
+    named = "" if evaluation == ["direct", {}] else f"-{key_of(evaluation)}"
+    start = sampled_shares(args.out / f"sampled-start{named}-n{n}", args.model, first, n, tokens)
     tasks = sorted(start)
     print(f"\nsampled pass@1 on the {len(tasks)} validation tasks ({n} per task, temperature "
           f"{SAMPLED['temperature']}, top-p {SAMPLED['top_p']}, float32, seed 0 for all): "
@@ -314,7 +327,8 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
         manifest = r["manifest"]
         tasks = sorted(manifest["data"]["training_tasks"])
         settings = manifest["settings"]
-        decides = [tasks, args.model, n, tokens, *evaluation_of(manifest),
+        system, options = evaluation_of(manifest)  # options only where given: older keys hold
+        decides = [tasks, args.model, n, tokens, system, *([options] if options else []),
                    settings["benchmark"], settings["benchmark_options"]]  # fmt: skip
         start = sampled_shares(args.out / f"training-start-{key_of(decides)}-n{n}", args.model,
                                manifest, n, tokens, tasks)  # fmt: skip

@@ -445,19 +445,22 @@ def test_tuning_s_sampled_evaluation_asks_for_float32_whatever_the_spec_says():
             tune.in_float32(spec)
 
 
-def test_tuning_starts_every_role_from_one_checkpoint_and_refuses_a_spec_by_role(tmp_path):
+def test_tuning_refuses_a_start_given_by_role_or_malformed_before_training(tmp_path):
+    """One line of error, no traceback, and nothing trained."""
     script = ROOT / "measurements" / "tune_validation.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "magrpo", "--base", str(ROOT / "studies" / "tuning" /
-         "magrpo.toml"), "--out", str(tmp_path), "--model", "helper=hf:a,main=hf:b",
-         "--try", "steps=1"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "--model is one checkpoint, every role's start, not 'helper=hf:a,main=hf:b'" in (
-        result.stderr
-    )
-    assert not list(tmp_path.iterdir())  # nothing trained
+    for model, said in (
+        ("helper=hf:a,main=hf:b", "--model is one checkpoint, every role's start, not "
+         "'helper=hf:a,main=hf:b'"),
+        ("x=", "--model: bad model spec 'x='"),
+    ):  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, str(script), "magrpo", "--base", str(ROOT / "studies" / "tuning" /
+             "magrpo.toml"), "--out", str(tmp_path), "--model", model, "--try", "steps=1"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode != 0
+        assert said in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert not list(tmp_path.iterdir())  # nothing trained
 
 
 def test_a_pair_s_tuning_run_is_finished_only_when_both_roles_saved_their_checkpoints(tmp_path):
@@ -479,13 +482,17 @@ def test_tuning_refuses_to_compare_runs_evaluated_by_different_systems_against_o
 
     tune = load_tune_validation()
     data = {"validation_tasks": ["t1"]}
-    rows = [
-        {"manifest": {"data": data, "evaluate_with": "helper-main", "system_options": options}}
-        for options in ({"turns": 1}, {"turns": 2})
-    ]
     args = argparse.Namespace(sampled=1, max_new_tokens=8, out=tmp_path, model="hf:x")
-    with pytest.raises(SystemExit, match="evaluated by different systems or options"):
-        tune.sampled(rows, args)
+    for evaluations in (
+        [("helper-main", {"turns": 1}), ("helper-main", {"turns": 2})],
+        [("direct", {}), ("helper-main", {})],
+    ):
+        rows = [
+            {"manifest": {"data": data, "evaluate_with": system, "system_options": options}}
+            for system, options in evaluations
+        ]
+        with pytest.raises(SystemExit, match="evaluated by different systems or options"):
+            tune.sampled(rows, args)
     assert not list(tmp_path.iterdir())  # nothing sampled
 
 
@@ -593,13 +600,15 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     trained, held_out = data["training_tasks"], data["validation_tasks"]
     assert len(trained) == 3 and len(held_out) == 2 and not set(trained) & set(held_out)
     (training_start,) = tmp_path.glob("training-start-*-n1")
+    (validation_start,) = tmp_path.glob("sampled-start*-n1")  # direct's unnamed, a pair's keyed
+    assert (validation_start.name == "sampled-start-n1") == (method == "grpo")
     started, ran = tune.in_float32(start), tune.in_float32(tune.trained_spec(run))
     roles = {"grpo": ["model"], "magrpo": ["helper", "main"]}[method]
     assert ran == ",".join(f"{r}=hf:{run / r}?dtype=float32" for r in roles).removeprefix("model=")
     for folder, tasks, model in (
         (training_start, trained, started),
         (run / "training-n1", trained, ran),
-        (tmp_path / "sampled-start-n1", held_out, started),
+        (validation_start, held_out, started),
         (run / "sampled-n1", held_out, ran),
     ):
         store = Store(folder, create=False)

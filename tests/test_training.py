@@ -536,9 +536,10 @@ def test_method_trains_and_its_checkpoints_run(method, tmp_path, data_dir, monke
         # (a group of equal rewards has zero advantages, so zero loss and gradient)
         found = json.loads((path / "corebench_manifest.json").read_text())["diagnostics"]
         assert learned == (found["groups_with_variance"] > 0), (role, found)
-        if lora:  # adapters on the linear layers only: they moved, embeddings and norms did not
-            assert learned, (role, found)
+        if lora:  # adapters on the linear layers only: embeddings and norms never move
             assert all(name.endswith("_proj.weight") for name in moved), moved
+            # MAGRPO's pair rewards differ here, so that check is not empty (GRPO's tie: EFFECT)
+            assert learned or method == "grpo", (role, found)
     logs = sorted((tmp_path / "ckpt").rglob("rewards.txt"))
     assert len(logs) == {"sft": 0, "corecode": 2}.get(method, 1)
     for log in logs:  # every completion scored, within the reward's range
