@@ -265,9 +265,8 @@ def sampled(rows: list[dict], args: argparse.Namespace) -> None:
         raise SystemExit("--sampled: the runs are evaluated by different systems or options; "
                          "tune each in its own --out")  # fmt: skip
     n, tokens = args.sampled, args.max_new_tokens
-    evaluation = evaluation_of(first)  # a folder per system and options (direct's unnamed)
-    named = "" if evaluation == ["direct", {}] else f"-{key_of(evaluation)}"
-    start = sampled_shares(args.out / f"sampled-start{named}-n{n}", args.model, first, n, tokens)
+    folder = args.out / f"sampled-start-{key_of(evaluation_of(first))}-n{n}"  # per system
+    start = sampled_shares(folder, args.model, first, n, tokens)
     tasks = sorted(start)
     print(f"\nsampled pass@1 on the {len(tasks)} validation tasks ({n} per task, temperature "
           f"{SAMPLED['temperature']}, top-p {SAMPLED['top_p']}, float32, seed 0 for all): "
@@ -327,8 +326,7 @@ def on_training_tasks(rows: list[dict], args: argparse.Namespace) -> None:
         manifest = r["manifest"]
         tasks = sorted(manifest["data"]["training_tasks"])
         settings = manifest["settings"]
-        system, options = evaluation_of(manifest)  # options only where given: older keys hold
-        decides = [tasks, args.model, n, tokens, system, *([options] if options else []),
+        decides = [tasks, args.model, n, tokens, *evaluation_of(manifest),
                    settings["benchmark"], settings["benchmark_options"]]  # fmt: skip
         start = sampled_shares(args.out / f"training-start-{key_of(decides)}-n{n}", args.model,
                                manifest, n, tokens, tasks)  # fmt: skip

@@ -596,12 +596,14 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = tmp_path.glob("try-*")
     checkpoint = tune.checkpoint_of(run)
-    data = json.loads((checkpoint / "corebench_manifest.json").read_text())["data"]
+    manifest = json.loads((checkpoint / "corebench_manifest.json").read_text())
+    data = manifest["data"]
     trained, held_out = data["training_tasks"], data["validation_tasks"]
     assert len(trained) == 3 and len(held_out) == 2 and not set(trained) & set(held_out)
     (training_start,) = tmp_path.glob("training-start-*-n1")
-    (validation_start,) = tmp_path.glob("sampled-start*-n1")  # direct's unnamed, a pair's keyed
-    assert (validation_start.name == "sampled-start-n1") == (method == "grpo")
+    evaluation = {"grpo": ["direct", {}], "magrpo": ["helper-main", {"turns": 1}]}[method]
+    assert tune.evaluation_of(manifest) == evaluation
+    validation_start = tmp_path / f"sampled-start-{tune.key_of(evaluation)}-n1"  # per system
     started, ran = tune.in_float32(start), tune.in_float32(tune.trained_spec(run))
     roles = {"grpo": ["model"], "magrpo": ["helper", "main"]}[method]
     assert ran == ",".join(f"{r}=hf:{run / r}?dtype=float32" for r in roles).removeprefix("model=")
