@@ -98,8 +98,8 @@ def environment_metadata() -> dict[str, Any]:
     }
 
 
-# What identifies a model's weights in a backend's identity (paths, devices and dtypes may change
-# between machines without changing what a run produces).
+# What identifies a model's weights in a backend's identity (paths and devices may change between
+# machines without changing the weights; the type they decode in is compared on its own).
 WEIGHT_KEYS = ("backend", "target", "files", "gguf_sha256")
 
 
@@ -139,9 +139,18 @@ def provenance_changes(
             continue
         # a converted checkpoint is identified by the file it was converted from
         keys = ("backend", "gguf_sha256") if "gguf_sha256" in before else WEIGHT_KEYS
+        label = "" if role == DEFAULT_ROLE else f"{role}'s "
         for key in keys:
             if key in before and key in now and before[key] != now[key]:
-                label = "" if role == DEFAULT_ROLE else f"{role}'s "
                 changes.append(f"{label}model weights changed ({key})")
                 break
+        # the same weights decoded in another type answer otherwise (bfloat16 against float32:
+        # different greedy code on 39 of 60 tasks); dtype=auto resolves by the machine
+        if "dtype" in before and "dtype" in now and before["dtype"] != now["dtype"]:
+            was = before["dtype"].removeprefix("torch.")
+            changes.append(
+                f"{label}model decodes in {now['dtype'].removeprefix('torch.')} here, the run "
+                f"began in {was} (dtype=auto resolves by the machine: continue it where it "
+                f"resolves to {was})"
+            )
     return changes

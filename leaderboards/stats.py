@@ -297,16 +297,27 @@ def _mean_se(
     return se, (total**2 / spread if spread > 0 else float((seeds - 1) * (tasks - 1)))
 
 
-def crossed_design(pooled: Pooled, seeds: int, tasks: int) -> tuple[float, float]:
+def crossed_design(
+    pooled: Pooled, seeds: int, tasks: int, samples: float = 1
+) -> tuple[float, float]:
     """The standard error and Satterthwaite degrees of freedom that ``crossed`` would give, on
     average, with ``seeds`` training seeds and ``tasks`` tasks, were the variance components
     those ``pooled`` estimated: each mean square replaced by its expectation (E MS_seed = T·σ²_a
     + σ²_e, E MS_task = S·σ²_b + σ²_e, E MS_resid = σ²_e). At ``pooled``'s own design it gives
     ``pooled``'s standard error and degrees of freedom back. For planning: how many seeds or
-    tasks a study needs before an effect of a given size is detectable (``minimum_detectable``)."""
+    tasks a study needs before an effect of a given size is detectable (``minimum_detectable``).
+
+    ``samples`` is how many times more samples per task and seed each row would take, their
+    per-task mean compared: σ²_e is divided by it. That is the most more samples can buy, and
+    exact only where σ²_e is all sampling noise; the part of it that is how a task's difference
+    varies between training runs stays whatever the samples (one sample per run cannot tell the
+    two apart). The seed and task components are the runs' and the tasks' and stay."""
     if seeds < 2 or tasks < 2:
         raise ValueError(f"a crossed design needs two seeds and two tasks, not {seeds} × {tasks}")
-    a, b, e = pooled.seed_variance, pooled.task_variance, pooled.residual_variance
+    if samples < 1:  # fewer samples would add noise, which this bound does not describe
+        raise ValueError(f"samples is a factor of at least 1, not {samples}")
+    a, b = pooled.seed_variance, pooled.task_variance
+    e = pooled.residual_variance / samples
     mean_squares = (tasks * a + e, seeds * b + e, e)
     return _mean_se(mean_squares, a > 0, b > 0, seeds, tasks)
 

@@ -11,8 +11,8 @@ Each run is ``corebench train grpo`` in a process of its own (timings from the r
 whole step); the first step of each run is left out of the means (it loads and warms up). Also
 checks that the engine's rollouts are reproducible: the same call (seeds, weights, prompts)
 gives the same tokens; and says how many of a prompt's completions decoded beside another
-prompt's match the same completions decoded alone (bfloat16 rounding depends on the batch's
-shape), and where the others first differ.
+prompt's match the same completions decoded alone (rounding depends on the batch's shape; these
+decode in the CPU's fastest type, ``rollout_dtype = "auto"``), and where the others first differ.
 """
 
 from __future__ import annotations

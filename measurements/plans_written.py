@@ -35,6 +35,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from corebench.harness.decoding.engine import DecodeEngine
+    from corebench.harness.decoding.precision import cpu_dtype
 
     settings = TrainSettings(
         model=f"hf:{args.model}",
@@ -44,7 +45,8 @@ def main() -> None:
     )
     tasks = load_train_data(settings).validation[: args.tasks]
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=getattr(torch, cpu_dtype()))
+    model.eval()
     engine = DecodeEngine(model, tokenizer, "cpu", 32)
     ids = [chat_ids(tokenizer, planner_prompt(t)) for t in tasks]
     try:

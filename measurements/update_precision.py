@@ -17,7 +17,7 @@ larger. Printed per trained checkpoint:
   is, near 0 where rounding noise dominates it;
 - ``projection kept``: the cast difference's component along the update, as a share of it.
 
-The `hf` backend evaluates in bfloat16 where PyTorch reports AVX-512 or AMX (``dtype=auto``);
+The `hf` backend evaluates in bfloat16 where the CPU computes it natively (``dtype=auto``);
 ``hf:PATH?dtype=float32`` evaluates the saved weights as they are.
 """
 

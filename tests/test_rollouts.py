@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from corebench.harness.decoding.precision import cpu_dtype
 from corebench.harness.decoding.sampling import RowSampler, sample_rows
 from corebench.training.grpo import drop_tied
 from corebench.training.magrpo import GradNorms, group_loss
@@ -188,7 +189,9 @@ def test_the_filter_scores_each_sample_by_its_share_of_tests_passed_and_caches_t
 
     path = local_checkpoint("embedded")
     monkeypatch.setenv(C.ENV_CACHE_DIR, str(tmp_path))
-    settings = load_settings("grpo", None, data_dir=str(data_dir), filter_samples=3)
+    settings = load_settings(
+        "grpo", None, data_dir=str(data_dir), filter_samples=3, out=str(tmp_path / "run")
+    )
     # references that are one function: extraction keeps only the entry point and the helpers
     # EvalPlus's sanitizer keeps (it drops those without a return, such as Mbpp/512's generator)
     tasks = [t for t in load_train_data(settings).tasks
@@ -208,10 +211,11 @@ def test_the_filter_scores_each_sample_by_its_share_of_tests_passed_and_caches_t
         for t in tasks
     ]  # fmt: skip
     asked: list[list[int]] = []
+    decoded_in: list[torch.dtype] = []  # the type of each model the filter decoded with
 
     class Scripted:  # answers a task's sample j with programs[task][j], as a fenced block
-        def __init__(self, *args, **kwargs):
-            pass
+        def __init__(self, model, *args, **kwargs):
+            decoded_in.append(model.dtype)
 
         def complete(self, ids, **kwargs):
             asked.append(kwargs["seeds"])
@@ -231,6 +235,13 @@ def test_the_filter_scores_each_sample_by_its_share_of_tests_passed_and_caches_t
     fewer = settings.model_copy(update={"filter_samples": 1})
     assert list(curriculum.sample_scores(path, tasks, fewer).values()) == [[1.0], [1.0]]
     assert len(asked) == 2
+    # the samples decode in the run's rollout_dtype (here the CPU's fastest), and a run decoding
+    # in the other type samples again rather than read this type's scores
+    assert decoded_in == [getattr(torch, cpu_dtype())] * 2
+    other = "bfloat16" if cpu_dtype() == "float32" else "float32"
+    elsewhere = settings.model_copy(update={"rollout_dtype": other, "out": str(tmp_path / "b")})
+    assert curriculum.sample_scores(path, tasks, elsewhere) == scores
+    assert len(asked) == 3 and decoded_in[-1] == getattr(torch, other)
 
 
 @pytest.mark.model
@@ -326,8 +337,8 @@ def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
 
 def test_the_validation_copy_keeps_an_update_the_rollouts_copy_rounds_off():
     """``Rollouts(dtype="float32")`` (validation) holds the policy's weights exactly after a
-    refresh; the bfloat16 copy (rollouts) holds them rounded, so an update smaller than half a
-    bfloat16 grid step leaves most of it unchanged."""
+    refresh; a bfloat16 copy (rollouts, where the CPU computes bfloat16 natively) holds them
+    rounded, so an update smaller than half a bfloat16 grid step leaves most of it unchanged."""
     import copy
     from types import SimpleNamespace
 
@@ -344,7 +355,7 @@ def test_the_validation_copy_keeps_an_update_the_rollouts_copy_rounds_off():
     )
     start = copy.deepcopy(policy)
     validation = Rollouts(policy, tokenizer, dtype="float32")
-    rollouts = Rollouts(policy, tokenizer)
+    rollouts = Rollouts(policy, tokenizer, dtype="bfloat16")
     with torch.no_grad():  # an update of 1/1000 of each weight: under bfloat16's 1/256 step
         for p in policy.parameters():
             p.mul_(1.001)

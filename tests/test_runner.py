@@ -131,6 +131,31 @@ def test_resume_refuses_a_changed_dataset_and_keeps_what_is_stored(
     assert len(list(Store(tmp_path / "run", create=False).samples())) == 2
 
 
+def test_resume_refuses_a_model_decoding_in_another_type(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    """A run begun in bfloat16 (``dtype=auto`` on a CPU that computes it natively) is not
+    continued in float32 (the same spec on one that does not): its samples would mix types."""
+    scripted.respond = staticmethod(answer_with_reference)
+    dtype = {"dtype": "torch.bfloat16"}
+    scripted.identity = lambda self: {"backend": "scripted", "target": "", **dtype}
+    try:
+        first = RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=1)
+        Runner(first, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+        store = Store(tmp_path / "run", create=False)
+        store.db.execute("DELETE FROM solutions")  # so that resuming needs the model again
+        store.db.execute("DELETE FROM results")
+        dtype["dtype"] = "torch.float32"
+        with pytest.raises(CorebenchError, match=r"decodes in float32 here, the run began in "
+                           r"bfloat16 \(dtype=auto resolves by the machine"):  # fmt: skip
+            Runner(first, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+        dtype["dtype"] = "torch.bfloat16"  # the type it began in: it continues
+        Runner(first, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
+        assert len(list(Store(tmp_path / "run", create=False).samples())) == 1
+    finally:
+        del scripted.identity
+
+
 def test_resume_refuses_changed_model_weights(tmp_path, data_dir, scripted, plugins_with_scripted):
     scripted.respond = staticmethod(answer_with_reference)
     weights = {"files": {"model.safetensors": "a" * 64}}

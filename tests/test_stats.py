@@ -8,6 +8,7 @@ standard error, a hand computation and a simulation)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -355,6 +356,51 @@ def test_crossed_design_elsewhere_by_hand():
     assert many == pytest.approx(math.sqrt(b / tasks), rel=0.01)
     with pytest.raises(ValueError, match="two seeds and two tasks"):
         crossed_design(result, 1, tasks)
+
+
+def test_crossed_design_with_more_samples_per_task_by_hand_and_in_simulation():
+    """``samples`` divides the residual component alone. In simulation (pass/fail samples, both
+    rows drawn with common random numbers as the studies sample them): where each seed's
+    checkpoint passes a task with the same probability, the residual estimated from one sample
+    per task, divided by four, is on average the one estimated from four samples per task, and
+    the task component is the same; where checkpoints differ from seed to seed task by task,
+    four samples leave more residual than that: the projection is the most samples can buy."""
+    result = crossed(crossed_data(0.3, 0.5, 0.4))
+    a, b, e = result.seed_variance, result.task_variance, result.residual_variance
+    assert crossed_design(result, 10, 100, samples=4) == crossed_design(
+        replace(result, residual_variance=e / 4), 10, 100
+    )
+    assert crossed_design(result, 10, 100, samples=4)[0] == pytest.approx(
+        math.sqrt(a / 10 + b / 100 + e / 4 / 1000)
+    )
+    for fewer in (0, 0.5):
+        with pytest.raises(ValueError, match="at least 1"):
+            crossed_design(result, 3, 100, samples=fewer)
+
+    rng = np.random.default_rng(11)
+    seeds, tasks = 3, 400
+    start = rng.beta(0.3, 1.5, tasks)  # pass probabilities, most tasks rarely solved
+    gain = rng.normal(0.01, 0.1, tasks)
+
+    def study(samples: int, between_runs: float) -> np.ndarray:
+        trained = np.clip(start + gain + rng.normal(0, between_runs, (seeds, tasks)), 0, 1)
+        draws = rng.random((seeds, tasks, samples))  # one draw per sample for both rows
+        passed = (draws < trained[..., None]).mean(axis=2)
+        return passed - (draws < start[None, :, None]).mean(axis=2)
+
+    def components(samples: int, between_runs: float) -> tuple[float, float]:
+        pooled = [crossed(study(samples, between_runs)) for _ in range(200)]
+        return (
+            float(np.mean([r.residual_variance for r in pooled])),
+            float(np.mean([r.task_variance for r in pooled])),
+        )
+
+    (one, task_one), (four, task_four) = components(1, 0.0), components(4, 0.0)
+    assert one / 4 == pytest.approx(four, rel=0.05)
+    assert task_one == pytest.approx(task_four, rel=0.15)
+    assert task_four < four  # the simulation is one where samples matter
+    (one, _), (four, _) = components(1, 0.15), components(4, 0.15)
+    assert four > 1.25 * (one / 4)  # runs that differ: the projection is optimistic
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,10 @@ training, as DAPO and small-model RL practice do.
 
 Each examined task gets ``filter_samples`` completions from the start checkpoint, through the
 single-model (``direct``) prompt at the training temperature, sampled through the decode engine
-with seeds that do not depend on the training seed (every seed and every method trained from the
-same checkpoint sees the same filtered tasks), judged on the task's rewarded tests in the
-sandbox. Setting ``filter_keeps`` says which tasks stay:
+in the run's ``rollout_dtype`` (as its rollouts) with seeds that do not depend on the training
+seed (every seed and every method trained from the same checkpoint sees the same filtered
+tasks), judged on the task's rewarded tests in the sandbox. Setting ``filter_keeps`` says which
+tasks stay:
 
 - ``"sometimes_solved"`` (the default): some but not all completions pass every test.
 - ``"scores_differ"``: the completions' shares of tests passed differ (the partial credit the
@@ -32,7 +33,7 @@ from corebench.harness.metadata import file_fingerprint
 
 from .data import TrainData, TrainTask
 from .rewards import run_tests
-from .rollouts import ROLLOUT_BATCH, chat_ids, row_seed
+from .rollouts import ROLLOUT_BATCH, chat_ids, rollout_dtype, row_seed
 from .settings import SINGLE_MODEL_SYSTEM, FilterRule, TrainSettings
 from .systems import system
 
@@ -58,11 +59,13 @@ def sample_scores(
 ) -> dict[str, list[float]]:
     """Per task, each of ``filter_samples`` sampled completions' share of tests passed (1.0:
     it passes every test)."""
+    dtype = rollout_dtype(settings)
     key = hashlib.sha256(
         json.dumps(
             ["scores", _weights_key(model_path), [t.task.task_id for t in tasks],
              settings.filter_samples, settings.temperature, settings.top_p,
-             settings.max_completion_length, FILTER_SEED, [t.suite.content_key for t in tasks]]
+             settings.max_completion_length, FILTER_SEED, [t.suite.content_key for t in tasks],
+             dtype]
         ).encode()
     ).hexdigest()[:24]  # fmt: skip
     cache = C.cache_dir() / "filter-scores" / f"{key}.json"
@@ -74,7 +77,7 @@ def sample_scores(
     from corebench.harness.decoding.engine import DecodeEngine
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
     engine = DecodeEngine(model, tokenizer, "cpu", ROLLOUT_BATCH)
     prompt = system(SINGLE_MODEL_SYSTEM).role_prompt
     k = settings.filter_samples

@@ -6,12 +6,20 @@ import contextlib
 import os
 import shlex
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from corebench.harness.config import ENV_EXECUTOR, ENV_JUDGE_URL, MANIFEST_NAME
+from corebench.harness.decoding.precision import native_bfloat16
 
 from .settings import TrainSettings, evaluated_with
+
+EMULATED_BF16 = (
+    "note: bf16 = true on a CPU without native bfloat16 (AVX512-BF16 or AMX): torch emulates "
+    "it (on a 2-core AVX-512 CPU a training pass took 3.7x as long as in float32, bf16 = false; "
+    "measurements/cpu_precision.py measures this one)"
+)
 
 
 def train(settings: TrainSettings) -> dict[str, Path]:
@@ -38,6 +46,8 @@ def judging_at(url: str | None, executor: str | None = None) -> Iterator[None]:
 
 
 def _train(settings: TrainSettings) -> dict[str, Path]:
+    if settings.bf16 and settings.use_cpu and not native_bfloat16("cpu"):
+        print(EMULATED_BF16, file=sys.stderr)
     if settings.method in ("grpo", "pta"):
         from .grpo import train_grpo
 

@@ -274,7 +274,7 @@ def run_grpo(
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .rollouts import Rollouts
+    from .rollouts import Rollouts, rollout_dtype
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     trainer_dir = out / "trainer"
@@ -330,7 +330,7 @@ def run_grpo(
     )
     trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
     if engine_rollouts(settings):
-        trainer.rollouts = Rollouts(trainer.model, tokenizer)
+        trainer.rollouts = Rollouts(trainer.model, tokenizer, dtype=rollout_dtype(settings))
         if validation_rows:
             trainer.validation_rollouts = Rollouts(trainer.model, tokenizer, dtype="float32")
     try:

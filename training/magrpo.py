@@ -7,9 +7,10 @@ every test passes (``reward = "tests"``, ``rewards.authors_pair_reward``), or th
 
 comlrl's trainer is used with four of its steps replaced (``corebench_trainer``):
 
-- **rollouts** through corebench's decode engine on the CPU (``rollouts.py``: a bfloat16 copy of
-  each agent, continuous batching, a seeded generator per completion), each completion cut at
-  its end of sequence token; validation's greedy answers from a float32 copy;
+- **rollouts** through corebench's decode engine on the CPU (``rollouts.py``: a copy of
+  each agent in the run's ``rollout_dtype``, continuous batching, a seeded generator per
+  completion), each completion cut at its end of sequence token; validation's greedy answers
+  from a float32 copy;
 - **the loss**: comlrl sums each completion's token log-probabilities, padding after the end of
   sequence included, times its advantage. Summed over a few hundred tokens, the gradient is a
   few hundred times a token's, which is why the training-effect study's MAGRPO steps had a
@@ -60,7 +61,7 @@ from .rewards import (
     pair_shape,
     run_tests,
 )
-from .rollouts import Rollouts, row_seed
+from .rollouts import Rollouts, rollout_dtype, row_seed
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
 
@@ -398,7 +399,8 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
     )
     trainer.clock, trainer.seed = clock, settings.seed
     if settings.use_cpu and settings.rollouts == "engine":
-        trainer.rollouts = [Rollouts(agent, tokenizer) for agent in trainer.agents]
+        dtype = rollout_dtype(settings)
+        trainer.rollouts = [Rollouts(agent, tokenizer, dtype=dtype) for agent in trainer.agents]
         if held:
             trainer.validation_rollouts = [
                 Rollouts(agent, tokenizer, dtype="float32") for agent in trainer.agents

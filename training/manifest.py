@@ -14,6 +14,7 @@ from corebench.harness.metadata import environment_metadata
 from .contamination import excluded_by
 from .data import TrainData
 from .distributed import world_size
+from .rollouts import recorded_rollout_dtype
 from .settings import TrainSettings
 
 
@@ -61,6 +62,8 @@ def write_manifest(
         },
         "settings": settings.model_dump(),
         "processes": world_size(),  # training processes (a multi-process launch: more than 1)
+        # the type its engine rollouts and prompt filter decoded in (None: neither ran)
+        "rollout_dtype": recorded_rollout_dtype(settings.out),
         "reward_curve": reward_curve,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "corebench_version": environment_metadata().get("corebench_version"),

@@ -1,7 +1,10 @@
 """Rollouts on the CPU through corebench's decode engine instead of ``transformers``' generate.
 
-A trainer's policy keeps float32 weights (the optimizer's). ``Rollouts`` keeps a bfloat16 copy of
-them (float32 for validation, below), refreshed in place before every batch of rollouts (a copy
+A trainer's policy keeps float32 weights (the optimizer's). ``Rollouts`` keeps a copy of them in
+the run's ``rollout_dtype`` (by default the type the CPU decodes fastest,
+``precision.cpu_dtype``: bfloat16 where the CPU computes it natively, AVX512-BF16 or AMX;
+float32 elsewhere, 2.7x faster there than emulated bfloat16; float32 for validation, below),
+refreshed in place before every batch of rollouts (a copy
 of 135M weights takes a few tens of milliseconds), and samples through ``DecodeEngine``:
 continuous batching, the CPU decode attention, and a generator per row seeded from the
 trainer's seed, its step and the row. A call's rows are queued together, so the same seeds and
@@ -10,7 +13,7 @@ rows decoded beside other prompts' agree with the same rows decoded alone only u
 rounding, which follows the batch's shape, flips a token (7 of 8 rows of 256 tokens identical,
 one after 124 identical tokens). TRL's own path (``model.generate`` in float32, or under
 bfloat16 autocast, which casts every weight at every forward) generates about a third as many
-tokens per second on this machine (2.82x fewer with the SFT checkpoint):
+tokens per second on a CPU with AVX512-BF16 (2.82x fewer with the SFT checkpoint):
 ``measurements/grpo_step_split.py`` times both inside real GRPO steps.
 
 Sampling from bfloat16 weights while the loss uses the float32 ones is the same small mismatch
@@ -29,9 +32,65 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Literal
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from corebench.harness.decoding.precision import Dtype, cpu_dtype
+from corebench.harness.errors import CorebenchError
+
+if TYPE_CHECKING:
+    from .settings import TrainSettings
 
 ROLLOUT_BATCH = 32  # sequences decoded together
+DTYPE_RECORD = "rollout_dtype.txt"  # in a training run's folder: the type its rollouts decode in
+
+
+def rollout_dtype(settings: TrainSettings) -> Dtype:
+    """The type a training run's rollouts and prompt filter decode in on the CPU: its setting,
+    ``auto`` resolved by the CPU (``precision.cpu_dtype``). The first call records it in the
+    run's folder (``settings.out``); a run continued there, on this CPU or another, keeps that
+    type, so a run's samples are never some in one type and some in the other (a run begun
+    before types were recorded, resume states and no record, decoded in bfloat16). An explicit
+    setting that contradicts the record is refused."""
+    out = Path(settings.out)
+    recorded = recorded_rollout_dtype(out)
+    if recorded is None and _has_resume_states(out):
+        recorded = "bfloat16"  # what every run decoded in before the type was a setting
+    if recorded is not None and settings.rollout_dtype not in ("auto", recorded):
+        raise CorebenchError(
+            f"{settings.out} holds a run whose rollouts decoded in {recorded}, not "
+            f"rollout_dtype = {settings.rollout_dtype}: give that type or another out"
+        )
+    chosen: Dtype = recorded or (
+        cpu_dtype() if settings.rollout_dtype == "auto" else settings.rollout_dtype
+    )
+    record = out / DTYPE_RECORD
+    if not record.exists():  # written whole, then renamed: no process reads half a record
+        out.mkdir(parents=True, exist_ok=True)
+        partial = out / f".{DTYPE_RECORD}.{os.getpid()}"
+        partial.write_text(chosen + "\n")
+        os.replace(partial, record)
+    return chosen
+
+
+def recorded_rollout_dtype(out: str | Path) -> Dtype | None:
+    """The type recorded in a training run's folder, or None where none is (reading only)."""
+    record = Path(out) / DTYPE_RECORD
+    if not record.exists():
+        return None
+    text = record.read_text().strip()
+    if text not in ("bfloat16", "float32"):
+        raise CorebenchError(f"{record} says {text!r}, not bfloat16 or float32")
+    return cast(Dtype, text)
+
+
+def _has_resume_states(out: Path) -> bool:
+    from .dispatch import RESUME_STATES
+
+    return any(
+        state.is_dir() for folder in RESUME_STATES for state in out.glob(f"{folder}/checkpoint-*")
+    )
 
 
 def chat_ids(tokenizer: Any, prompt: str) -> list[int]:
@@ -82,18 +141,21 @@ def policy_weights(model: Any) -> dict[str, Any]:
 
 class Rollouts:
     """Samples completions of tokenized prompts from the current weights of ``model``, through a
-    copy of them in ``dtype`` (bfloat16 for training's rollouts, float32 for validation)."""
+    copy of them in ``dtype`` (training's rollouts: ``rollout_dtype(settings)``, by default the
+    CPU's fastest; float32 for validation)."""
 
     def __init__(
         self,
         model: Any,
         tokenizer: Any,
         max_batch: int = ROLLOUT_BATCH,
-        dtype: Literal["bfloat16", "float32"] = "bfloat16",
+        dtype: Dtype | None = None,
     ):
         import torch
 
         from corebench.harness.decoding.engine import DecodeEngine
+
+        dtype = dtype or cpu_dtype()
 
         self.model = model
         # a LoRA policy's buffers are read under its base model's names, as the copy has them

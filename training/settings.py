@@ -111,8 +111,15 @@ class TrainSettings(Options):
     )
     rollouts: Literal["engine", "trl"] = Field(
         "engine",
-        description="on the CPU: corebench's decode engine (bfloat16 copy of the weights, "
-        "continuous batching, seeded rows) or TRL's own generate; vLLM when use_vllm",
+        description="on the CPU: corebench's decode engine (a copy of the weights in "
+        "rollout_dtype, continuous batching, seeded rows) or TRL's own generate; vLLM when "
+        "use_vllm",
+    )
+    rollout_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        "auto",
+        description="the type the engine's rollouts and the prompt filter decode in on the CPU: "
+        "auto is bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX), else float32; "
+        "a resumed run keeps the type it started with",
     )
     drop_tied_groups: bool = Field(
         True,

@@ -14,7 +14,7 @@ loop over the requests in flight:
   the next request, and the cache columns no row needs any more are dropped;
 - at temperature > 0 each request samples from its own generator (``sampling.py``), so its draws
   do not depend on what else was in flight (the logits they draw from may, in their last bits:
-  bfloat16 products round with the batch's shape); a call's requests (``run``, ``complete``)
+  products round with the batch's shape); a call's requests (``run``, ``complete``)
   are queued together, so the same call batches alike every time;
 - on the CPU, a decode step's attention multiplies each query head group with its shared
   key/value head (``attention.py``) instead of copying the cache per query head.
@@ -205,8 +205,8 @@ class DecodeEngine:
         generator seeded with ``seeds[i]``, and a call's rows are queued together, so the same
         call (prompts, seeds, weights) gives the same tokens every time when no other caller's
         rows are in flight. Beside other rows a
-        prompt's rows may diverge after some tokens: the batch's shape changes how bfloat16
-        matrix products round (``measurements/grpo_step_split.py`` says where)."""
+        prompt's rows may diverge after some tokens: the batch's shape changes how matrix
+        products round (``measurements/grpo_step_split.py`` says where)."""
         done = threading.Semaphore(0)
         failures: list[BaseException] = []
 

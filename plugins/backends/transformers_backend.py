@@ -18,6 +18,7 @@ from corebench.harness import (
     hookimpl,
 )
 from corebench.harness.config import DEFAULT_MAX_BATCH, MANIFEST_NAME
+from corebench.harness.decoding.precision import cpu_dtype, native_bfloat16
 from corebench.harness.metadata import file_fingerprint
 from corebench.harness.modelspec import ModelRef, without_paths
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:  # torch is imported only when a model loads
 
 
 def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
-    """CUDA when present; bf16 where the GPU or CPU computes it natively, else float32."""
+    """CUDA when present; on a GPU bfloat16 where it computes it natively, else float16; on the
+    CPU the type it decodes fastest (``precision.cpu_dtype``)."""
     import torch
 
     if device is None:
@@ -34,12 +36,8 @@ def pick_device_and_dtype(device: str | None, dtype: str) -> tuple[str, Any]:
     if dtype != "auto":
         return device, getattr(torch, dtype)
     if device.startswith("cuda"):
-        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    native_bf16 = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")() in (
-        "AVX512",
-        "AMX",
-    )
-    return device, torch.bfloat16 if native_bf16 else torch.float32
+        return device, torch.bfloat16 if native_bfloat16(device) else torch.float16
+    return device, getattr(torch, cpu_dtype())
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -150,8 +148,17 @@ class TransformersBackend(Backend):
             manifest = self._manifest()
             if manifest:
                 info["manifest"] = manifest
-        if self._model is not None:
-            info["dtype"], info["device"] = str(self.dtype), self.device
+        # the type it decodes in changes its answers: known before loading, so that a run is
+        # not continued in another (``metadata.provenance_changes``)
+        try:
+            device, dtype = (
+                (self.device, self.dtype)
+                if self._model is not None
+                else pick_device_and_dtype(self.device_name, self.dtype_name)
+            )
+        except ImportError:  # no torch: loading says so, in its own words
+            return info
+        info["dtype"], info["device"] = str(dtype), device
         return info
 
     # --- generation ------------------------------------------------------------------------------------
