@@ -207,6 +207,7 @@ PLUGIN_API = {
             "hookspecs",
             "modelspec",
             "decoding.engine",
+            "decoding.precision",
         ]
     ),
 }
