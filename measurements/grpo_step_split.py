@@ -4,7 +4,7 @@ training run twice: rollouts through TRL's own ``model.generate`` (``rollouts = 
 training used before) and through corebench's decode engine (``rollouts = "engine"``).
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/grpo_step_split.py \\
-        [--model embedded] [--steps 4] [--generations 8] [--prompts 2] [--tokens 256]
+        [--model embedded] [--steps 4] [--generations 8] [--prompts 2] [--tokens 256] [--float32]
 
 Each run is ``corebench train grpo`` in a process of its own (timings from the run's own
 ``timing.txt``: wall-clock seconds around TRL's generation call and the reward call, and the
@@ -37,7 +37,7 @@ def train(out: Path, args: argparse.Namespace, rollouts: str, steps: int) -> lis
         "max_completion_length": args.tokens,
         "temperature": 1.0,
         "learning_rate": 2e-6,
-        "bf16": True,
+        "bf16": not args.float32,
         "save_steps": 1000,
         "eval_benchmarks": ["mbpp"],
         "rollouts": rollouts,
@@ -107,15 +107,20 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--float32", action="store_true",
+                        help="train in float32 (bf16 = false), as on a CPU that emulates bfloat16")  # fmt: skip
     args = parser.parse_args()
+    from corebench.harness.decoding.precision import cpu_dtype
+
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         split = {
             path: means(train(root / path, args, path, args.steps)) for path in ("trl", "engine")
         }
+        precision = "float32" if args.float32 else "bf16 autocast"
         print(f"GRPO step, {args.prompts} prompts x {args.generations} completions, at most "
-              f"{args.tokens} tokens, T=1.0, bf16 autocast; mean seconds per step over steps "
-              f"2-{args.steps}")  # fmt: skip
+              f"{args.tokens} tokens, T=1.0, {precision}, engine rollouts in {cpu_dtype()}; mean "
+              f"seconds per step over steps 2-{args.steps}")  # fmt: skip
         print(f"{'rollouts':<10}{'generation':>12}{'reward':>10}{'update':>10}{'total':>10}"
               f"{'tok/s':>10}")  # fmt: skip
         for path, parts in split.items():
