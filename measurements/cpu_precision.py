@@ -22,6 +22,7 @@ import torch
 from corebench.harness.decoding.engine import DecodeEngine
 from corebench.harness.decoding.precision import cpu_dtype
 from corebench.training.models import local_checkpoint
+from corebench.training.rollouts import chat_ids
 
 PROMPT = "Write a Python function to find the shared elements from the given two lists."
 
@@ -41,10 +42,7 @@ def decode_rate(path, tokenizer, dtype: torch.dtype, batch: int, tokens: int, re
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
     engine = DecodeEngine(model, tokenizer, "cpu", batch)
-    ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": PROMPT}], add_generation_prompt=True, tokenize=False
-    )
-    ids = tokenizer(ids, add_special_tokens=False)["input_ids"]
+    ids = chat_ids(tokenizer, PROMPT)
     made: list[int] = []
 
     def run() -> None:

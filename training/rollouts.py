@@ -36,7 +36,7 @@ import copy
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from corebench.harness.decoding.precision import Dtype, cpu_dtype
 from corebench.harness.errors import CorebenchError
@@ -82,8 +82,8 @@ def recorded_rollout_dtype(out: str | Path) -> Dtype | None:
     if not record.exists():
         return None
     text = record.read_text().strip()
-    if text not in ("bfloat16", "float32"):
-        raise CorebenchError(f"{record} says {text!r}, not bfloat16 or float32")
+    if text not in get_args(Dtype):
+        raise CorebenchError(f"{record} says {text!r}, not {' or '.join(get_args(Dtype))}")
     return cast(Dtype, text)
 
 
