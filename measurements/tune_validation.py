@@ -19,11 +19,11 @@ with the same seed for every checkpoint (common random numbers), in float32
 (`hf:PATH?dtype=float32`: bfloat16 buries a short run's update in rounding noise), judged in the
 sandbox; it prints each checkpoint's pass@1 and its paired difference from the start (per task,
 the share of samples passed; `leaderboards/stats.py`'s sign-flip test, or exact McNemar's for
-one sample). From an `hf:` start only, one checkpoint for every role: a pair's checkpoints
-(magrpo's helper and main, corecode's planner and coder) are evaluated together by the system
-they were trained for, against the start playing both roles (as `magrpo-from-sft`'s start row;
-CoRe-Code's studies start the planner from its own SFT on plans, which this cannot express).
-With
+one sample). From an `hf:` start only: a pair's checkpoints (magrpo's helper and main,
+corecode's planner and coder) are evaluated together by the system they were trained for,
+against the start in the same roles: one checkpoint playing both (as `magrpo-from-sft`'s start
+row), or, for corecode, a checkpoint per role (`--model planner=hf:P,coder=hf:C`, as CoRe-Code's
+studies start the planner from its own SFT on plans and the coder from the direct SFT). With
 `--on-training-tasks` it does the same on the tasks each run drew its training prompts from (its
 manifest's `training_tasks`: where the prompt filter runs, the tasks the start solves sometimes):
 a run that gains on neither did not learn; one that gains there learned its training prompts,
@@ -169,12 +169,38 @@ def manifest_of(folder: Path) -> dict | None:
     return json.loads((checkpoint / MANIFEST_NAME).read_text()) if checkpoint else None
 
 
+# methods whose roles may start from checkpoints of their own (``--model ROLE=SPEC,...``): the
+# setting each role's start goes to
+START_SETTINGS = {"corecode": {"planner": "planner_model", "coder": "coder_model"}}
+
+
+def start_settings(method: str, spec: str | None) -> list[str]:
+    """The ``--set`` items that start a run from ``spec``: one checkpoint for every role, or,
+    for CoRe-Code (whose studies start the planner from its own SFT on plans), one per role,
+    every role named."""
+    if not spec:
+        return []
+    try:
+        roles = parse_model_spec(spec)
+    except CorebenchError as error:
+        raise SystemExit(f"--model: {error}") from None
+    settings = START_SETTINGS.get(method)
+    if set(roles) == {DEFAULT_ROLE}:
+        return [f"{name}={spec}" for name in settings.values()] if settings else [f"model={spec}"]
+    if settings is None or set(roles) != set(settings):
+        wanted = f"or one per role ({', '.join(settings)})" if settings else "every role's start"
+        raise SystemExit(f"--model is one checkpoint, {wanted}, not {spec!r}")
+    return [f"{settings[role]}={format_model_spec({DEFAULT_ROLE: ref})}"
+            for role, ref in sorted(roles.items())]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("method")
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--model", help="the start checkpoint (a model spec), for every run")
+    parser.add_argument("--model", help="the start checkpoint (a model spec), for every run; "
+                        "corecode: also planner=SPEC,coder=SPEC")  # fmt: skip
     parser.add_argument("--try", dest="tries", action="append", default=[], required=True)
     parser.add_argument(
         "--sampled",
@@ -195,12 +221,7 @@ def main() -> None:
         raise SystemExit("--on-training-tasks evaluates as --sampled N does: give --sampled N")
     if args.sampled:  # refused now, not after the training
         in_float32(args.model or "(no --model: the base file's)")
-    try:
-        by_role = args.model and set(parse_model_spec(args.model)) != {DEFAULT_ROLE}
-    except CorebenchError as error:
-        raise SystemExit(f"--model: {error}") from None
-    if by_role:
-        raise SystemExit(f"--model is one checkpoint, every role's start, not {args.model!r}")
+    start = start_settings(args.method, args.model)  # refused now, not after the training
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
@@ -208,9 +229,6 @@ def main() -> None:
         started = time.monotonic()
         if not finished(folder, args.method, args.base, overrides):
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
-            start = [f"model={args.model}"] if args.model else []
-            if args.method == "corecode" and args.model:
-                start = [f"planner_model={args.model}", f"coder_model={args.model}"]
             for item in start + overrides:
                 command += ["--set", item]
             print(f"training {tried} -> {folder}", file=sys.stderr, flush=True)

@@ -463,6 +463,30 @@ def test_tuning_refuses_a_start_given_by_role_or_malformed_before_training(tmp_p
         assert not list(tmp_path.iterdir())  # nothing trained
 
 
+def test_tuning_starts_corecode_s_roles_from_one_checkpoint_or_each_from_its_own():
+    """CoRe-Code's studies start the planner from its own SFT on plans and the coder from the
+    direct SFT: ``--model planner=...,coder=...`` trains from those (its settings
+    ``planner_model`` and ``coder_model``); one checkpoint starts every role, as for the other
+    methods; a per-role start that leaves a role out, or names a role of another method, is
+    refused before training."""
+    tune = load_tune_validation()
+    assert tune.start_settings("grpo", "hf:a") == ["model=hf:a"]
+    assert tune.start_settings("magrpo", None) == []
+    assert tune.start_settings("corecode", "hf:a?dtype=float32") == [
+        "planner_model=hf:a?dtype=float32", "coder_model=hf:a?dtype=float32"
+    ]  # fmt: skip
+    assert tune.start_settings("corecode", "planner=hf:plans/model,coder=hf:sft/model") == [
+        "coder_model=hf:sft/model", "planner_model=hf:plans/model"
+    ]  # fmt: skip
+    for method, spec, said in (
+        ("corecode", "planner=hf:a", "one per role (planner, coder), not 'planner=hf:a'"),
+        ("corecode", "planner=hf:a,coder=hf:b,x=hf:c", "one per role (planner, coder)"),
+        ("grpo", "planner=hf:a,coder=hf:b", "every role's start, not 'planner=hf:a,coder=hf:b'"),
+    ):
+        with pytest.raises(SystemExit, match=re.escape(said)):
+            tune.start_settings(method, spec)
+
+
 def test_a_pair_s_tuning_run_is_finished_only_when_both_roles_saved_their_checkpoints(tmp_path):
     """A MAGRPO run killed between its helper's and its main agent's manifests is trained
     again (training resumes), not evaluated with a role missing."""
@@ -568,7 +592,7 @@ def test_tuning_pools_runs_that_differ_only_in_their_seeds_per_task_against_one_
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["grpo", "magrpo"])
+@pytest.mark.parametrize("method", ["grpo", "magrpo", "corecode"])
 def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained_on(
     method, tmp_path, data_dir
 ):
@@ -576,12 +600,18 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     on three training tasks (no filter), two held out; the start and the run are each sampled on
     the two validation tasks and, separately, on exactly the three tasks the run's manifest
     names, each folder with its own model (MAGRPO's: the trained helper and main, by role, in
-    the `helper-main` system the start plays both roles of), and both tables are printed."""
+    the `helper-main` system the start plays both roles of; CoRe-Code's: planner and coder, each
+    started from its own checkpoint, the start pair evaluated as given), and both tables are
+    printed."""
+    from corebench.harness.modelspec import parse_model_spec
     from corebench.harness.store import Store
     from corebench.training.models import local_checkpoint
 
     tune = load_tune_validation()
     start = f"hf:{local_checkpoint('embedded')}"
+    if method == "corecode":  # the planner from a checkpoint of its own (here: another path)
+        (tmp_path / "planner-start").symlink_to(local_checkpoint("embedded"))
+        start = f"planner=hf:{tmp_path / 'planner-start'},coder={start}"
     tried = ("steps=1 num_generations=2 prompts_per_step=3 filter_samples=0 validation_tasks=2 "
              "tasks_limit=3 max_completion_length=16 validation_every=1 save_steps=1")  # fmt: skip
     result = subprocess.run(
@@ -600,12 +630,19 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     data = manifest["data"]
     trained, held_out = data["training_tasks"], data["validation_tasks"]
     assert len(trained) == 3 and len(held_out) == 2 and not set(trained) & set(held_out)
+    if method == "corecode":  # each role trained from the start given for it
+        for role, began in parse_model_spec(start).items():
+            saved = json.loads((run / role / "corebench_manifest.json").read_text())
+            assert saved["base_model"] == str(began), role
     (training_start,) = tmp_path.glob("training-start-*-n1")
-    evaluation = {"grpo": ["direct", {}], "magrpo": ["helper-main", {"turns": 1}]}[method]
+    evaluation = {"grpo": ["direct", {}], "magrpo": ["helper-main", {"turns": 1}],
+                  "corecode": ["corecode", {}]}[method]  # fmt: skip
     assert tune.evaluation_of(manifest) == evaluation
     validation_start = tmp_path / f"sampled-start-{tune.key_of(evaluation)}-n1"  # per system
     started, ran = tune.in_float32(start), tune.in_float32(tune.trained_spec(run))
-    roles = {"grpo": ["model"], "magrpo": ["helper", "main"]}[method]
+    roles = {"grpo": ["model"], "magrpo": ["helper", "main"], "corecode": ["coder", "planner"]}[
+        method
+    ]
     assert ran == ",".join(f"{r}=hf:{run / r}?dtype=float32" for r in roles).removeprefix("model=")
     for folder, tasks, model in (
         (training_start, trained, started),
@@ -618,7 +655,7 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
             found = sorted(s.task_id for s, _ in store.samples(tests=False))
             config = store.config()
             assert found == sorted(tasks) and config.model == model, folder
-            assert config.system == {"grpo": "direct", "magrpo": "helper-main"}[method]
+            assert config.system == evaluation[0]
         finally:
             store.close()
     validation, training = result.stdout.split("each run drew its training prompts from")
