@@ -186,12 +186,23 @@ def start_settings(method: str, spec: str | None) -> list[str]:
         raise SystemExit(f"--model: {error}") from None
     settings = START_SETTINGS.get(method)
     if set(roles) == {DEFAULT_ROLE}:
+        spec = str(roles[DEFAULT_ROLE])  # without a '*=' role
         return [f"{name}={spec}" for name in settings.values()] if settings else [f"model={spec}"]
     if settings is None or set(roles) != set(settings):
         wanted = f"or one per role ({', '.join(settings)})" if settings else "every role's start"
         raise SystemExit(f"--model is one checkpoint, {wanted}, not {spec!r}")
-    return [f"{settings[role]}={format_model_spec({DEFAULT_ROLE: ref})}"
-            for role, ref in sorted(roles.items())]  # fmt: skip
+    return [f"{settings[role]}={ref}" for role, ref in sorted(roles.items())]
+
+
+def check_start(folder: Path, start: list[str]) -> None:
+    """Refuse to reuse a finished run in ``folder`` trained from another start than ``start``
+    (its ``--set`` items) asks: a run's folder is named by its overrides, not its start."""
+    trained = (manifest_of(folder) or {}).get("settings", {})
+    for item in start:
+        key, value = item.split("=", 1)
+        if trained.get(key) != value:
+            raise SystemExit(f"{folder} was trained from {key}={trained.get(key)!r}, not "
+                             f"{value!r}: tune from another start in another --out")  # fmt: skip
 
 
 def main() -> None:
@@ -227,7 +238,9 @@ def main() -> None:
         overrides = shlex.split(tried)
         folder = run_folder(args.out, overrides)
         started = time.monotonic()
-        if not finished(folder, args.method, args.base, overrides):
+        if finished(folder, args.method, args.base, overrides):
+            check_start(folder, start)
+        else:
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
             for item in start + overrides:
                 command += ["--set", item]

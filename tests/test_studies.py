@@ -470,6 +470,7 @@ def test_tuning_starts_corecode_s_roles_from_one_checkpoint_or_each_from_its_own
     methods; a per-role start that leaves a role out, or names a role of another method, is
     refused before training."""
     tune = load_tune_validation()
+    assert tune.start_settings("grpo", "hf:a") == tune.start_settings("grpo", "*=hf:a")
     assert tune.start_settings("grpo", "hf:a") == ["model=hf:a"]
     assert tune.start_settings("magrpo", None) == []
     assert tune.start_settings("corecode", "hf:a?dtype=float32") == [
@@ -497,6 +498,31 @@ def test_a_pair_s_tuning_run_is_finished_only_when_both_roles_saved_their_checkp
     (tmp_path / "main").mkdir()
     (tmp_path / "main" / "corebench_manifest.json").write_text("{}")
     assert tune.finished(tmp_path, "magrpo") and not tune.finished(tmp_path, "grpo")
+
+
+def test_tuning_does_not_reuse_a_run_trained_from_another_start(tmp_path):
+    """A run's folder is named by its overrides: the same overrides from another ``--model``
+    find a finished run trained from the old start, which is refused, not reused; from the
+    same start it is reused. The manifest is the one training writes."""
+    from types import SimpleNamespace
+
+    from corebench.training.manifest import write_manifest
+    from corebench.training.settings import TrainSettings
+
+    tune = load_tune_validation()
+    data = SimpleNamespace(source="mbpp:train", tasks=[], overlaps=[], validation=[], filtered={})
+    for role, start in (("coder", "hf:sft"), ("planner", "hf:plans")):
+        (tmp_path / role).mkdir()
+        settings = TrainSettings(method="corecode", planner_model="hf:plans", coder_model="hf:sft")
+        write_manifest(tmp_path / role, settings=settings, role=role, base_model=start,
+                       data=data, steps=1, reward_curve=[])  # fmt: skip
+    tune.check_start(tmp_path, tune.start_settings("corecode", "planner=hf:plans,coder=hf:sft"))
+    for other, said in (
+        ("hf:sft", "trained from planner_model='hf:plans', not 'hf:sft'"),
+        ("planner=hf:plans2,coder=hf:sft", "not 'hf:plans2'"),
+    ):
+        with pytest.raises(SystemExit, match=re.escape(said)):
+            tune.check_start(tmp_path, tune.start_settings("corecode", other))
 
 
 def test_tuning_refuses_to_compare_runs_evaluated_by_different_systems_against_one_start(

@@ -417,6 +417,58 @@ def test_train_corecode_warns_before_training_a_planner_that_writes_code(tmp_pat
         corecode.train_corecode(TrainSettings(method="corecode", planner_model="hf:x"))
 
 
+def test_corecode_trains_each_role_from_its_own_start(monkeypatch, tmp_path):
+    """``planner_model`` and ``coder_model`` (as ``tune_validation.py corecode --model
+    planner=...,coder=...`` sets them): the planner phase trains the planner's start beside the
+    coder's start, frozen; the coder phase trains the coder's start beside the trained planner;
+    the prompt filter asks the coder's start. Training itself is replaced: only which
+    checkpoint goes where is checked."""
+    from types import SimpleNamespace
+
+    from corebench.training import corecode
+    from corebench.training.grpo import Trained
+    from corebench.training.settings import TrainSettings
+
+    starts = {"hf:plans": tmp_path / "plans", "hf:sft": tmp_path / "sft"}
+    seen: dict[str, object] = {"frozen": []}  # the frozen partners, in the order made
+
+    class Frozen:
+        def __init__(self, path, max_new_tokens):
+            seen["frozen"].append(path)
+
+        def answer(self, prompts):
+            return [""] * len(prompts)
+
+        def close(self):
+            pass
+
+    def phase(settings, out, *, model_path, **kwargs):
+        seen[f"{out.name} phase"] = model_path
+        (out / "model").mkdir(parents=True)
+        return Trained(out / "model", [], 1, {})
+
+    def filtered(model_path, data, settings):
+        seen["filter"] = model_path
+        return data
+
+    data = SimpleNamespace(source="mbpp:train", tasks=[], overlaps=[], validation=[], filtered={})
+    monkeypatch.setattr(corecode, "local_checkpoint", lambda spec: starts[spec])
+    monkeypatch.setattr(corecode, "load_train_data", lambda settings: data)
+    monkeypatch.setattr(corecode, "filtered_tasks", filtered)
+    monkeypatch.setattr(corecode, "FrozenModel", Frozen)
+    monkeypatch.setattr(corecode, "_phase", phase)
+    settings = TrainSettings(method="corecode", planner_model="hf:plans", coder_model="hf:sft",
+                             out=str(tmp_path / "out"), rounds=1)  # fmt: skip
+    corecode.train_corecode(settings)
+    assert seen == {
+        "filter": tmp_path / "sft",
+        "planner phase": tmp_path / "plans",
+        "coder phase": tmp_path / "sft",
+        # beside the planner phase: the coder's start; beside the coder: the trained planner
+        "frozen": [tmp_path / "sft", tmp_path / "out" / "round1" / "planner" / "model"],
+    }
+
+
 def test_template_plan_follows_the_corecode_outline():
     task = train_task(
         "sum_evens",
