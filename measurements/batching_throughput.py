@@ -3,13 +3,17 @@ before (static batches through ``model.generate``, as corebench decoded until th
 came) and after (continuous batching, ``harness/decoding/engine.py``).
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/batching_throughput.py \
-        [--tasks 20] [--skip-before]
+        [--tasks 20] [--skip-before] [--ceiling-only]
 
 Prints:
 1. raw decode throughput at batch 1, 8, 16 and 32 (one decode step over a 600-token context),
    with transformers' ``DynamicCache`` (which concatenates the whole cache every step), with
    the engine's in-place cache, and with that cache and the engine's CPU decode attention
-   (``attention.py``) instead of ``sdpa``: the ceiling a run can approach;
+   (``attention.py``) instead of ``sdpa``: the ceiling a run can approach; and the products of
+   the model's linear layers alone (every weight, the output head's too, times that many random
+   activation rows): the part of a decode step that ``model.generate`` and the engine both
+   compute with these float32 (or bfloat16) products, so a rollout of R rows and T tokens takes
+   at least T times their time at R rows through either (``--ceiling-only``: this part only);
 2. the README's first command (corecode, MBPP+, ``--limit`` tasks) both ways: wall time, useful
    completion tokens per second, pass rates;
 3. the share of batch slots wasted: row-steps computed for rows that had already finished (a
@@ -137,6 +141,12 @@ def ceiling() -> None:
     )
     for batch in (1, 8, 16, 32):
         with torch.inference_mode():
+            products = linear_products(model, batch)
+            products()  # warm-up
+            started = time.perf_counter()
+            for _ in range(8):
+                products()
+            product_ms = 1000 * (time.perf_counter() - started) / 8
             model.set_attn_implementation("sdpa")
             prefill = model(input_ids=torch.randint(100, 1000, (batch, CONTEXT)), use_cache=True)
             pairs = pairs_of(prefill.past_key_values)
@@ -160,9 +170,27 @@ def ceiling() -> None:
         print(
             f"   batch {batch:>2}: {rates[0]:6.1f} tok/s with DynamicCache and sdpa, "
             f"{rates[1]:6.1f} with the engine's cache and sdpa, "
-            f"{rates[2]:6.1f} with the engine's cache and its decode attention"
+            f"{rates[2]:6.1f} with the engine's cache and its decode attention "
+            f"({1000 * batch / rates[2]:.1f} ms a step); the linear products alone "
+            f"{product_ms:.1f} ms a step ({1000 * batch / product_ms:.1f} rows/s)"
         )
     backend.close()
+
+
+def linear_products(model, rows: int):
+    """One decode step's products of every linear layer's weight (the output head's too) with
+    ``rows`` random activation rows, as a callable."""
+    import torch
+    import torch.nn.functional as F
+
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = [torch.randn(rows, m.in_features, dtype=m.weight.dtype) for m in layers]
+
+    def run() -> None:
+        for layer, x in zip(layers, inputs, strict=True):
+            F.linear(x, layer.weight, layer.bias)
+
+    return run
 
 
 def corecode(model: str, tasks: int, out: Path, concurrency: int, options: dict) -> None:
@@ -190,8 +218,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--skip-before", action="store_true")
+    parser.add_argument("--ceiling-only", action="store_true", help="part 1 only")
     args = parser.parse_args()
     ceiling()
+    if args.ceiling_only:
+        return
     print(f"2. corecode on {args.tasks} MBPP+ tasks (README command 1)")
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_before:  # 512-token caps for both roles, 16 in flight: as before
