@@ -194,10 +194,21 @@ def start_settings(method: str, spec: str | None) -> list[str]:
     return [f"{settings[role]}={ref}" for role, ref in sorted(roles.items())]
 
 
+START_RECORD = "tune-start.json"  # in a run's folder, before it trains: the start it was given
+
+
 def check_start(folder: Path, start: list[str]) -> None:
-    """Refuse to reuse a finished run in ``folder`` trained from another start than ``start``
-    (its ``--set`` items) asks: a run's folder is named by its overrides, not its start."""
-    trained = (manifest_of(folder) or {}).get("settings", {})
+    """Refuse to reuse or resume a run in ``folder`` begun from another start than ``start``
+    (its ``--set`` items) asks: a run's folder is named by its overrides, not its start. The
+    start is the one recorded before training (``START_RECORD``) or, for a finished run from
+    before the record, its manifest's settings."""
+    record = folder / START_RECORD
+    if record.exists():
+        trained = json.loads(record.read_text())
+    else:
+        trained = (manifest_of(folder) or {}).get("settings", {}) if folder.exists() else {}
+        if not trained:
+            return  # nothing trained yet, or an unfinished run from before the record
     for item in start:
         key, value = item.split("=", 1)
         if trained.get(key) != value:
@@ -233,14 +244,17 @@ def main() -> None:
     if args.sampled:  # refused now, not after the training
         in_float32(args.model or "(no --model: the base file's)")
     start = start_settings(args.method, args.model)  # refused now, not after the training
+    for tried in args.tries:  # and a run begun from another start, before any training
+        check_start(run_folder(args.out, shlex.split(tried)), start)
     rows = []
     for tried in args.tries:
         overrides = shlex.split(tried)
         folder = run_folder(args.out, overrides)
         started = time.monotonic()
-        if finished(folder, args.method, args.base, overrides):
-            check_start(folder, start)
-        else:
+        if not finished(folder, args.method, args.base, overrides):
+            folder.mkdir(parents=True, exist_ok=True)
+            if start and not (folder / START_RECORD).exists():
+                (folder / START_RECORD).write_text(json.dumps(dict(i.split("=", 1) for i in start)))
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
             for item in start + overrides:
                 command += ["--set", item]

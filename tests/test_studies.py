@@ -525,6 +525,26 @@ def test_tuning_does_not_reuse_a_run_trained_from_another_start(tmp_path):
             tune.check_start(tmp_path, tune.start_settings("corecode", other))
 
 
+def test_tuning_refuses_to_resume_a_run_begun_from_another_start_before_any_training(tmp_path):
+    """A killed run's folder holds the start it was begun from (``START_RECORD``, written
+    before training): the same ``--try`` from another ``--model`` is refused by the script,
+    before any training, and its folder left as it was."""
+    tune = load_tune_validation()
+    folder = tune.run_folder(tmp_path, ["steps=1"])
+    folder.mkdir()
+    (folder / tune.START_RECORD).write_text(json.dumps({"model": "hf:a"}))
+    tune.check_start(folder, ["model=hf:a"])  # the same start resumes
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), "grpo", "--base",
+         str(ROOT / "studies" / "tuning" / "grpo.toml"), "--out", str(tmp_path), "--model",
+         "hf:b", "--try", "steps=1"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert "was trained from model='hf:a', not 'hf:b'" in result.stderr
+    assert [p.name for p in folder.iterdir()] == [tune.START_RECORD]  # nothing trained
+
+
 def test_tuning_refuses_to_compare_runs_evaluated_by_different_systems_against_one_start(
     tmp_path,
 ):
