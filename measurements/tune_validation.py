@@ -174,12 +174,12 @@ def manifest_of(folder: Path) -> dict | None:
 START_SETTINGS = {"corecode": {"planner": "planner_model", "coder": "coder_model"}}
 
 
-def start_settings(method: str, spec: str | None) -> list[str]:
-    """The ``--set`` items that start a run from ``spec``: one checkpoint for every role, or,
-    for CoRe-Code (whose studies start the planner from its own SFT on plans), one per role,
-    every role named."""
+def start_settings(method: str, spec: str | None) -> dict[str, str]:
+    """The settings that start a run from ``spec`` (setting -> model spec): one checkpoint for
+    every role, or, for CoRe-Code (whose studies start the planner from its own SFT on plans),
+    one per role, every role named."""
     if not spec:
-        return []
+        return {}
     try:
         roles = parse_model_spec(spec)
     except CorebenchError as error:
@@ -187,19 +187,19 @@ def start_settings(method: str, spec: str | None) -> list[str]:
     settings = START_SETTINGS.get(method)
     if set(roles) == {DEFAULT_ROLE}:
         spec = str(roles[DEFAULT_ROLE])  # without a '*=' role
-        return [f"{name}={spec}" for name in settings.values()] if settings else [f"model={spec}"]
+        return {name: spec for name in (settings.values() if settings else ["model"])}
     if settings is None or set(roles) != set(settings):
         wanted = f"or one per role ({', '.join(settings)})" if settings else "every role's start"
         raise SystemExit(f"--model is one checkpoint, {wanted}, not {spec!r}")
-    return [f"{settings[role]}={ref}" for role, ref in sorted(roles.items())]
+    return {settings[role]: str(ref) for role, ref in roles.items()}
 
 
 START_RECORD = "tune-start.json"  # in a run's folder, before it trains: the start it was given
 
 
-def check_start(folder: Path, start: list[str]) -> None:
+def check_start(folder: Path, start: dict[str, str]) -> None:
     """Refuse to reuse or resume a run in ``folder`` begun from another start than ``start``
-    (its ``--set`` items) asks: a run's folder is named by its overrides, not its start. The
+    (``start_settings``) asks: a run's folder is named by its overrides, not its start. The
     start is the one recorded before training (``START_RECORD``) or, for a finished run from
     before the record, its manifest's settings."""
     record = folder / START_RECORD
@@ -209,8 +209,7 @@ def check_start(folder: Path, start: list[str]) -> None:
         trained = (manifest_of(folder) or {}).get("settings", {}) if folder.exists() else {}
         if not trained:
             return  # nothing trained yet, or an unfinished run from before the record
-    for item in start:
-        key, value = item.split("=", 1)
+    for key, value in start.items():
         if trained.get(key) != value:
             raise SystemExit(f"{folder} was trained from {key}={trained.get(key)!r}, not "
                              f"{value!r}: tune from another start in another --out")  # fmt: skip
@@ -254,9 +253,9 @@ def main() -> None:
         if not finished(folder, args.method, args.base, overrides):
             folder.mkdir(parents=True, exist_ok=True)
             if start and not (folder / START_RECORD).exists():
-                (folder / START_RECORD).write_text(json.dumps(dict(i.split("=", 1) for i in start)))
+                (folder / START_RECORD).write_text(json.dumps(start))
             command = [*CLI, "train", args.method, "--config", str(args.base), "--out", str(folder)]
-            for item in start + overrides:
+            for item in [f"{key}={value}" for key, value in start.items()] + overrides:
                 command += ["--set", item]
             print(f"training {tried} -> {folder}", file=sys.stderr, flush=True)
             # a killed tuning script does not leave its training run going

@@ -471,14 +471,14 @@ def test_tuning_starts_corecode_s_roles_from_one_checkpoint_or_each_from_its_own
     refused before training."""
     tune = load_tune_validation()
     assert tune.start_settings("grpo", "hf:a") == tune.start_settings("grpo", "*=hf:a")
-    assert tune.start_settings("grpo", "hf:a") == ["model=hf:a"]
-    assert tune.start_settings("magrpo", None) == []
-    assert tune.start_settings("corecode", "hf:a?dtype=float32") == [
-        "planner_model=hf:a?dtype=float32", "coder_model=hf:a?dtype=float32"
-    ]  # fmt: skip
-    assert tune.start_settings("corecode", "planner=hf:plans/model,coder=hf:sft/model") == [
-        "coder_model=hf:sft/model", "planner_model=hf:plans/model"
-    ]  # fmt: skip
+    assert tune.start_settings("grpo", "hf:a") == {"model": "hf:a"}
+    assert tune.start_settings("magrpo", None) == {}
+    assert tune.start_settings("corecode", "hf:a?dtype=float32") == {
+        "planner_model": "hf:a?dtype=float32", "coder_model": "hf:a?dtype=float32"
+    }  # fmt: skip
+    assert tune.start_settings("corecode", "planner=hf:plans/model,coder=hf:sft/model") == {
+        "coder_model": "hf:sft/model", "planner_model": "hf:plans/model"
+    }  # fmt: skip
     for method, spec, said in (
         ("corecode", "planner=hf:a", "one per role (planner, coder), not 'planner=hf:a'"),
         ("corecode", "planner=hf:a,coder=hf:b,x=hf:c", "one per role (planner, coder)"),
@@ -533,7 +533,7 @@ def test_tuning_refuses_to_resume_a_run_begun_from_another_start_before_any_trai
     folder = tune.run_folder(tmp_path, ["steps=1"])
     folder.mkdir()
     (folder / tune.START_RECORD).write_text(json.dumps({"model": "hf:a"}))
-    tune.check_start(folder, ["model=hf:a"])  # the same start resumes
+    tune.check_start(folder, {"model": "hf:a"})  # the same start resumes
     result = subprocess.run(
         [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), "grpo", "--base",
          str(ROOT / "studies" / "tuning" / "grpo.toml"), "--out", str(tmp_path), "--model",
