@@ -88,7 +88,12 @@ class TrainSettings(Options):
     steps: int = 10
     learning_rate: float = 1e-6
     num_generations: int = 4
-    prompts_per_step: int = 2
+    prompts_per_step: int = Field(
+        2,
+        ge=1,
+        description="prompts per optimisation step (SFT: examples); MAGRPO takes one prompt a "
+        "step (comlrl) and does not read it",
+    )
     max_prompt_length: int = 512
     max_completion_length: int = Field(
         EVALUATION_MAX_NEW_TOKENS,
