@@ -853,3 +853,68 @@ def test_humaneval_training_uses_its_train_split_checked_against_the_heldout_one
         load_train_data(
             settings.model_copy(update={"eval_split": "test", "exclude_overlaps": False})
         )
+
+
+def test_update_batch_splits_a_step_into_accumulated_passes_or_refuses_a_bad_size(tmp_path):
+    from corebench.training.grpo import grpo_config
+
+    whole = grpo_config(load_settings("grpo", None, ["num_generations=8"]), tmp_path)
+    split = grpo_config(
+        load_settings("grpo", None, ["num_generations=8", "update_batch=4"]), tmp_path
+    )
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (16, 1)
+    assert (split.per_device_train_batch_size, split.gradient_accumulation_steps) == (4, 4)
+    # one generation batch, the step's 2 prompts × 8 completions, per optimisation step either way
+    assert whole.generation_batch_size == split.generation_batch_size == 16
+    with pytest.raises(CorebenchError, match="update_batch 5 does not divide a step's 16"):
+        load_settings("grpo", None, ["num_generations=8", "update_batch=5"])
+
+
+@pytest.mark.model  # the embedded model's tokenizer
+def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
+    """One GRPO step of a tiny model, its 2 prompts × 4 completions in one pass or accumulated
+    over passes of 2: the same completions (one generation batch, same seed), and the same
+    weight change up to rounding (plain SGD, so the change is the gradient itself)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import GRPOTrainer
+
+    from corebench.training.grpo import grpo_config
+
+    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
+    rows = Dataset.from_list([{"prompt": "def add(a, b):"}, {"prompt": "def mul(a, b):"}])
+
+    def reward(completions, **_):  # varies within a group, so the advantages are not all 0
+        return [float(sum(map(ord, c)) % 7) for c in completions]
+
+    def one_step(update_batch: str) -> tuple[list[str], torch.Tensor]:
+        torch.manual_seed(0)
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+        model = LlamaForCausalLM(config)
+        start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+        settings = load_settings(
+            "grpo", None,
+            ["steps=1", "num_generations=4", "max_completion_length=12", "learning_rate=0.1",
+             f"update_batch={update_batch}" if update_batch else "seed=0"],
+        )  # fmt: skip
+        args = grpo_config(settings, tmp_path / (update_batch or "whole"))
+        args.optim = "sgd"
+        texts: list[str] = []
+
+        def recorded(completions, **kw):
+            texts.extend(completions)
+            return reward(completions, **kw)
+
+        trainer = GRPOTrainer(model=model, reward_funcs=[recorded], args=args,
+                              train_dataset=rows, processing_class=tokenizer)  # fmt: skip
+        trainer.train()
+        end = torch.cat([p.detach().flatten() for p in model.parameters()])
+        return sorted(texts), end - start
+
+    whole_texts, whole = one_step("")
+    split_texts, split = one_step("2")
+    assert whole_texts == split_texts and len(whole_texts) == 8
+    assert whole.norm() > 0  # a step that changed nothing would match trivially
+    torch.testing.assert_close(split, whole, rtol=1e-4, atol=1e-7)

@@ -37,10 +37,13 @@ def grpo_config(settings: TrainSettings, output_dir: Path):
     """TRL's GRPOConfig from our settings (CPU defaults; vLLM generation when asked)."""
     from trl import GRPOConfig
 
+    step = settings.num_generations * settings.prompts_per_step  # completions a step
+    batch = settings.update_batch or step  # the update's forward/backward batch
     return GRPOConfig(
         output_dir=str(output_dir),
         max_steps=settings.steps,
-        per_device_train_batch_size=settings.num_generations * settings.prompts_per_step,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=step // batch,  # one generation batch (a step) per update
         num_generations=settings.num_generations,
         max_completion_length=settings.max_completion_length,
         learning_rate=settings.learning_rate,

@@ -94,6 +94,14 @@ class TrainSettings(Options):
         description="prompts per optimisation step (SFT: examples); MAGRPO takes one prompt a "
         "step (comlrl) and does not read it",
     )
+    update_batch: int | None = Field(
+        None,
+        ge=1,
+        description="completions per forward and backward pass of a GRPO update (grpo, pta, "
+        "corecode): the step's num_generations × prompts_per_step completions are split into "
+        "batches of this size and their gradients accumulated (TRL's gradient accumulation), so "
+        "the update is the same and its peak memory smaller; unset: all at once",
+    )
     max_prompt_length: int = 512
     max_completion_length: int = Field(
         EVALUATION_MAX_NEW_TOKENS,
@@ -222,6 +230,12 @@ class TrainSettings(Options):
             raise CorebenchError("turns must be at least 1")
         if self.num_generations < 2:
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
+        step = self.num_generations * self.prompts_per_step
+        if self.update_batch and step % self.update_batch:
+            raise CorebenchError(
+                f"update_batch {self.update_batch} does not divide a step's {step} completions "
+                "(num_generations × prompts_per_step)"
+            )
         if self.lora_rank and self.method not in LORA_METHODS:
             raise CorebenchError(
                 f"lora_rank: {self.method} trains every weight; LoRA is for "
