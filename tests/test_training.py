@@ -868,19 +868,23 @@ def test_update_batch_splits_a_step_into_accumulated_passes_or_refuses_a_bad_siz
     assert whole.generation_batch_size == split.generation_batch_size == 16
     with pytest.raises(CorebenchError, match="update_batch 5 does not divide a step's 16"):
         load_settings("grpo", None, ["num_generations=8", "update_batch=5"])
+    with pytest.raises(CorebenchError, match="under loss_type bnpo"):
+        load_settings("grpo", None, ["update_batch=4", "loss_type=bnpo"])
+    with pytest.raises(CorebenchError, match="magrpo does not read it"):
+        load_settings("magrpo", None, ["update_batch=4"])
 
 
 @pytest.mark.model  # the embedded model's tokenizer
 def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
-    """One GRPO step of a tiny model, its 2 prompts × 4 completions in one pass or accumulated
-    over passes of 2: the same completions (one generation batch, same seed), and the same
-    weight change up to rounding (plain SGD, so the change is the gradient itself)."""
+    """One step of corebench's GRPO trainer (tied groups dropped, TRL's generation) on a tiny
+    model, its 2 prompts × 4 completions in one pass or accumulated over 4 passes of 2: the same
+    completions (one generation batch, same seed), and the same weight change up to rounding
+    (plain SGD without clipping, so the change is the learning rate times the gradient)."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    from trl import GRPOTrainer
 
-    from corebench.training.grpo import grpo_config
+    from corebench.training.grpo import grpo_config, trainer_class
 
     tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
     rows = Dataset.from_list([{"prompt": "def add(a, b):"}, {"prompt": "def mul(a, b):"}])
@@ -897,19 +901,20 @@ def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
         settings = load_settings(
             "grpo", None,
             ["steps=1", "num_generations=4", "max_completion_length=12", "learning_rate=0.1",
-             f"update_batch={update_batch}" if update_batch else "seed=0"],
+             *([f"update_batch={update_batch}"] if update_batch else [])],
         )  # fmt: skip
         args = grpo_config(settings, tmp_path / (update_batch or "whole"))
-        args.optim = "sgd"
+        args.optim, args.max_grad_norm = "sgd", 0.0  # clipping could hide a scale error
         texts: list[str] = []
 
         def recorded(completions, **kw):
             texts.extend(completions)
             return reward(completions, **kw)
 
-        trainer = GRPOTrainer(model=model, reward_funcs=[recorded], args=args,
-                              train_dataset=rows, processing_class=tokenizer)  # fmt: skip
+        trainer = trainer_class()(model=model, reward_funcs=[recorded], args=args,
+                                  train_dataset=rows, processing_class=tokenizer)  # fmt: skip
         trainer.train()
+        assert trainer.args.gradient_accumulation_steps == (4 if update_batch else 1)
         end = torch.cat([p.detach().flatten() for p in model.parameters()])
         return sorted(texts), end - start
 

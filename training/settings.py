@@ -32,6 +32,7 @@ EVALUATE_WITH = {
 }
 METHODS = tuple(EVALUATE_WITH)
 LORA_METHODS = ("grpo", "pta", "corecode", "magrpo")  # all but SFT
+TRL_GRPO_METHODS = ("grpo", "pta", "corecode")  # trained by TRL's GRPOTrainer (run_grpo)
 SINGLE_MODEL_SYSTEM = EVALUATE_WITH["grpo"]  # SFT's `model` role answers `direct`'s prompt
 
 
@@ -100,7 +101,8 @@ class TrainSettings(Options):
         description="completions per forward and backward pass of a GRPO update (grpo, pta, "
         "corecode): the step's num_generations × prompts_per_step completions are split into "
         "batches of this size and their gradients accumulated (TRL's gradient accumulation), so "
-        "the update is the same and its peak memory smaller; unset: all at once",
+        "the update is the same (to rounding; not under loss_type bnpo, refused) and its peak "
+        "memory smaller; unset: all at once",
     )
     max_prompt_length: int = 512
     max_completion_length: int = Field(
@@ -230,18 +232,29 @@ class TrainSettings(Options):
             raise CorebenchError("turns must be at least 1")
         if self.num_generations < 2:
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
-        step = self.num_generations * self.prompts_per_step
-        if self.update_batch and step % self.update_batch:
-            raise CorebenchError(
-                f"update_batch {self.update_batch} does not divide a step's {step} completions "
-                "(num_generations × prompts_per_step)"
-            )
+        if self.update_batch:
+            self._check_update_batch(self.update_batch)
         if self.lora_rank and self.method not in LORA_METHODS:
             raise CorebenchError(
                 f"lora_rank: {self.method} trains every weight; LoRA is for "
                 f"{', '.join(LORA_METHODS)}"
             )
         return self
+
+    def _check_update_batch(self, batch: int) -> None:
+        if self.method not in TRL_GRPO_METHODS:
+            raise CorebenchError(
+                f"update_batch: {self.method} does not read it; it splits the update of "
+                f"{', '.join(TRL_GRPO_METHODS)}"
+            )
+        step = self.num_generations * self.prompts_per_step
+        if step % batch:
+            raise CorebenchError(
+                f"update_batch {batch} does not divide a step's {step} completions "
+                "(num_generations × prompts_per_step)"
+            )
+        if self.loss_type == "bnpo":  # TRL averages bnpo's per-pass token means: another update
+            raise CorebenchError("update_batch changes the update under loss_type bnpo")
 
 
 def load_settings(
