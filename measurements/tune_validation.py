@@ -11,7 +11,7 @@ space-separated list of `KEY=VALUE` overrides on top of it. Runs already finishe
 not trained again (each keeps its checkpoint folder), so the table can be printed again, or a
 run added, at no cost. Prints, per run: its overrides, steps, the validation reward at the start
 and at the end with the change, the training reward's first and last quarter and trend, and the
-seconds per step.
+seconds per step; for corecode a row per phase (a planner phase's reward and a coder phase's differ).
 
 `--sampled N` also evaluates the start checkpoint and each run's final one on the validation
 tasks as a sampled study row is evaluated: N samples per task at temperature 0.6 (top-p 0.95)
@@ -42,7 +42,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -249,7 +248,6 @@ def main() -> None:
     for tried in args.tries:
         overrides = shlex.split(tried)
         folder = run_folder(args.out, overrides)
-        started = time.monotonic()
         if not finished(folder, args.method, args.base, overrides):
             folder.mkdir(parents=True, exist_ok=True)
             if start and not (folder / START_RECORD).exists():
@@ -261,22 +259,9 @@ def main() -> None:
             # a killed tuning script does not leave its training run going
             subprocess.run(command, check=True, preexec_fn=partial(end_with_parent, os.getpid()))
         manifest = manifest_of(folder)
-        d = manifest.get("diagnostics") or {}
-        # CoRe-Code: phases in turn; the first phase's first validation is the start
-        phases = [p.get("diagnostics") or {} for p in manifest.get("phases") or []]
-        first = (phases[0] if phases else d).get("validation_curve") or []
-        curve = first[:1] + (d.get("validation_curve") or [])[-1:]
-        timing = d.get("timing") or {}
         rows.append(
             {
                 "try": tried,
-                "steps": manifest.get("steps"),
-                "start": curve[0]["reward"] if curve else math.nan,
-                "end": curve[-1]["reward"] if curve else math.nan,
-                "reward": (d.get("reward_first_quarter"), d.get("reward_last_quarter")),
-                "tau": d.get("trend_tau"),
-                "step_s": timing.get("total_s", math.nan),
-                "wall_s": time.monotonic() - started,
                 "manifest": manifest,
                 "folder": folder,
             }
@@ -286,10 +271,8 @@ def main() -> None:
           "| trend τ | s/step |")  # fmt: skip
     print("|---|---|---|---|---|---|")
     for r in rows:
-        first, last = r["reward"]
-        print(f"| `{r['try']}` | {r['steps']} | {r['start']:.3f} → {r['end']:.3f} "
-              f"({r['end'] - r['start']:+.3f}) | {first:.3f} → {last:.3f} | "
-              f"{(r['tau'] if r['tau'] is not None else math.nan):.2f} | {r['step_s']:.1f} |")  # fmt: skip
+        for line in training_lines(r["try"], r["manifest"]):
+            print(line)
     if args.on_training_tasks:  # refused before hours of sampling, not after
         older = [str(r["folder"]) for r in rows if not r["manifest"]["data"].get("training_tasks")]
         if older:
@@ -297,6 +280,34 @@ def main() -> None:
                              f"{', '.join(older)} (an older corebench); train again")  # fmt: skip
     if args.sampled:
         sampled(rows, args)
+
+
+def training_lines(tried: str, manifest: dict) -> list[str]:
+    """A run's rows of the validation table: one, or for CoRe-Code one per phase (a planner
+    phase's reward and a coder phase's are different rewards, so they are not compared)."""
+    phases = manifest.get("phases") or [
+        {"steps": manifest.get("steps"), "diagnostics": manifest.get("diagnostics")}
+    ]
+    lines = []
+    for phase in phases:
+        d = phase.get("diagnostics") or {}
+        label = f"`{tried}`" + (
+            f" {phase['role']} phase {phase['round']}" if "role" in phase else ""
+        )
+        curve = d.get("validation_curve") or []
+        start, end = (curve[0]["reward"], curve[-1]["reward"]) if curve else (math.nan, math.nan)
+        first, last, tau = (d.get(k) for k in ("reward_first_quarter", "reward_last_quarter",
+                                               "trend_tau"))  # fmt: skip
+        lines.append(
+            f"| {label} | {phase.get('steps')} | {start:.3f} → {end:.3f} ({end - start:+.3f}) | "
+            f"{_number(first)} → {_number(last)} | {_number(tau, 2)} | "
+            f"{_number((d.get('timing') or {}).get('total_s'), 1)} |"
+        )
+    return lines
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if value is not None else "–"
 
 
 def sampled(rows: list[dict], args: argparse.Namespace) -> None:

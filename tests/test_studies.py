@@ -706,3 +706,37 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
             store.close()
     validation, training = result.stdout.split("each run drew its training prompts from")
     assert "on the 2 validation tasks" in validation and f"| `{tried}` | 3 | " in training
+
+
+def test_tuning_s_table_gives_corecode_a_row_per_phase_never_one_phase_against_another():
+    """A planner phase's validation reward (plan quality and speed terms in it) and a coder
+    phase's are different rewards: each phase's row runs from its own first validation to its
+    own last. A one-phase method has one row, from its manifest's diagnostics."""
+    tune = load_tune_validation()
+
+    def diagnostics(curve, first, last, tau, step_s):
+        return {"validation_curve": [{"step": i * 10, "reward": r} for i, r in enumerate(curve)],
+                "reward_first_quarter": first, "reward_last_quarter": last, "trend_tau": tau,
+                "timing": {"total_s": step_s}}  # fmt: skip
+
+    planner = diagnostics([0.333, 0.419, 0.439], 1.09, 0.80, -0.39, 95.0)
+    coder = diagnostics([0.244, 0.250, 0.256], 0.48, 0.03, -0.44, 76.4)
+    corecode = {
+        "steps": 20,
+        "diagnostics": coder,
+        "phases": [
+            {"round": 1, "role": "planner", "steps": 20, "diagnostics": planner},
+            {"round": 1, "role": "coder", "steps": 20, "diagnostics": coder},
+        ],
+    }
+    assert tune.training_lines("lr=1e-4", corecode) == [
+        "| `lr=1e-4` planner phase 1 | 20 | 0.333 → 0.439 (+0.106) | 1.090 → 0.800 | -0.39 | 95.0 |",
+        "| `lr=1e-4` coder phase 1 | 20 | 0.244 → 0.256 (+0.012) | 0.480 → 0.030 | -0.44 | 76.4 |",
+    ]
+    grpo = {"steps": 40, "diagnostics": diagnostics([0.3, 0.5], 0.4, 0.9, 0.2, 20.0)}
+    assert tune.training_lines("a", grpo) == [
+        "| `a` | 40 | 0.300 → 0.500 (+0.200) | 0.400 → 0.900 | 0.20 | 20.0 |"
+    ]
+    assert tune.training_lines("b", {"steps": 0}) == [
+        "| `b` | 0 | nan → nan (+nan) | – → – | – | – |"
+    ]
