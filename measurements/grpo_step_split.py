@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from corebench.training.progress import read_rows
+
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
 
 
@@ -47,12 +49,7 @@ def train(out: Path, args: argparse.Namespace, rollouts: str, steps: int) -> lis
     for key, value in settings.items():
         command += ["--set", f"{key}={json.dumps(value)}"]
     subprocess.run(command, check=True, capture_output=True, text=True)
-    rows = [
-        [float(v) for v in line.split()]
-        for line in (out / "timing.txt").read_text().split("\n")
-        if line
-    ]
-    return rows
+    return read_rows(out / "timing.txt")
 
 
 def means(rows: list[list[float]]) -> dict[str, float]:

@@ -33,9 +33,16 @@ class StepLog:
                 f.write(" ".join([str(step), *(f"{v:.6g}" for v in values)]) + "\n")
 
     def rows(self) -> list[list[float]]:
-        if not self.path.exists():
-            return []
-        return [[float(v) for v in x.split()] for x in self.path.read_text().splitlines() if x]
+        return read_rows(self.path)
+
+
+def read_rows(path: Path) -> list[list[float]]:
+    """A step log's lines as numbers (none where there is no file), for reading a run's logs
+    without opening them as a ``StepLog`` (which rewrites the file)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [[float(v) for v in x.split()] for x in path.read_text().splitlines() if x.strip()]
 
 
 class StepClock:
