@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from corebench.harness.config import MANIFEST_NAME
 from corebench.training.corecode import PHASE_RECORD
 from corebench.training.progress import read_rows
 
@@ -76,11 +77,12 @@ def logged(run: Path) -> str:
 
 
 def grad_norm(phase: Path) -> float | None:
-    """A finished phase's median gradient norm, from its record (CoRe-Code's phases)."""
-    record = phase / PHASE_RECORD
-    if not record.exists():
-        return None
-    return json.loads(record.read_text()).get("diagnostics", {}).get("grad_norm_median")
+    """A finished phase's median gradient norm: from its record (a CoRe-Code phase) or from
+    the manifest of the model it saved (a one-phase run)."""
+    for record in (phase / PHASE_RECORD, phase / "model" / MANIFEST_NAME):
+        if record.exists():
+            return json.loads(record.read_text()).get("diagnostics", {}).get("grad_norm_median")
+    return None
 
 
 def label(phase: Path, run: Path) -> str:

@@ -57,3 +57,18 @@ def test_a_run_s_phases_are_read_in_the_order_they_trained(tmp_path: Path) -> No
 def test_a_one_phase_run_is_its_own_folder(tmp_path: Path) -> None:
     (tmp_path / "timing.txt").write_text("1 2.0 3.0 10.0 100\n2 1.0 1.0 5.0 90\n")
     assert memory.phases(tmp_path) == [tmp_path]
+
+
+def test_a_phase_s_gradient_norm_comes_from_its_record_or_its_model_s_manifest(
+    tmp_path: Path,
+) -> None:
+    phase, run = tmp_path / "round1" / "coder", tmp_path / "grpo"
+    (phase).mkdir(parents=True)
+    (phase / "phase.json").write_text('{"diagnostics": {"grad_norm_median": 0.75}}')
+    (run / "model").mkdir(parents=True)
+    (run / "model" / "corebench_manifest.json").write_text(
+        '{"diagnostics": {"grad_norm_median": 0.5}}'
+    )
+    assert memory.grad_norm(phase) == 0.75
+    assert memory.grad_norm(run) == 0.5
+    assert memory.grad_norm(tmp_path) is None
