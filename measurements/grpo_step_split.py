@@ -5,6 +5,7 @@ training used before) and through corebench's decode engine (``rollouts = "engin
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/grpo_step_split.py \\
         [--model embedded] [--steps 4] [--generations 8] [--prompts 2] [--tokens 256] [--float32]
+        [--threads [--rounds 3]]
 
 Each run is ``corebench train grpo`` in a process of its own (timings from the run's own
 ``timing.txt``: wall-clock seconds around TRL's generation call and the reward call, and the
@@ -13,16 +14,30 @@ checks that the engine's rollouts are reproducible: the same call (seeds, weight
 gives the same tokens; and says how many of a prompt's completions decoded beside another
 prompt's match the same completions decoded alone (rounding depends on the batch's shape; these
 decode in the CPU's fastest type, ``rollout_dtype = "auto"``), and where the others first differ.
+
+``--threads`` instead decodes one step's rollouts (the first ``--prompts`` MBPP training
+prompts, each ``--generations`` times, temperature 1.0) three ways in one process, in float32,
+each round in a rotated order: TRL's path (``model.generate``, sampling), the decode engine
+driven by the thread that loaded the model (what a trainer's rollouts do), and the same engine
+driven by a second thread (what every engine call did before blocking calls drove the loop
+themselves). Prints per way the median wall seconds, completion tokens per second and the
+process's voluntary context switches during the call (``getrusage``: GNU OpenMP waking sleeping
+workers by system call shows there), and whether the engine gave the same tokens from either
+thread. Run it alone: it times wall clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from corebench.training.progress import read_rows
@@ -62,28 +77,43 @@ def means(rows: list[list[float]]) -> dict[str, float]:
             "total": total, "tok/s": tokens}  # fmt: skip
 
 
-def reproducible(args: argparse.Namespace) -> str:
-    """The same call twice, then one prompt's completions alone, with the same seeds."""
+def loaded(args: argparse.Namespace, dtype: str | None = None):
+    """The float32 model, its tokenizer, the model's ``Rollouts`` (in ``dtype``; the CPU's
+    fastest type by default) and the first ``--prompts`` MBPP training prompts as token ids."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from corebench.harness.config import data_dir_setting
     from corebench.harness.registry import default_plugins
     from corebench.training.models import local_checkpoint
-    from corebench.training.rollouts import Rollouts, chat_ids, row_seed
+    from corebench.training.rollouts import Rollouts, chat_ids
     from corebench.training.systems import system
 
     path = local_checkpoint(args.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    rollouts = Rollouts(AutoModelForCausalLM.from_pretrained(path, dtype="float32"), tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32").eval()
     tasks = default_plugins().benchmarks.get("mbpp").component(data_dir_setting()).tasks("train")
     prompt = system("direct").role_prompt
-    ids = [chat_ids(tokenizer, prompt("model", t)) for t in tasks[:2]]
+    ids = [chat_ids(tokenizer, prompt("model", t)) for t in tasks[: args.prompts]]
+    return model, tokenizer, Rollouts(model, tokenizer, dtype=dtype), ids
+
+
+def step_rows(ids: list[list[int]], generations: int) -> tuple[list[list[int]], list[int]]:
+    """One GRPO step's rows (each prompt ``generations`` times, side by side) and their seeds."""
+    from corebench.training.rollouts import row_seed
+
+    rows = [row for row in ids for _ in range(generations)]
+    return rows, [row_seed(0, 0, 0, i) for i in range(len(rows))]
+
+
+def reproducible(args: argparse.Namespace) -> str:
+    """The same call twice, then the first prompt's completions alone, with the same seeds."""
+    _, _, rollouts, ids = loaded(args)
     g = args.generations
-    seeds = [row_seed(0, 0, 0, i) for i in range(2 * g)]
+    rows, seeds = step_rows(ids, g)
     options = {"max_new_tokens": args.tokens, "temperature": 1.0}
-    together = rollouts.sample([ids[0]] * g + [ids[1]] * g, seeds=seeds, **options)
-    again = rollouts.sample([ids[0]] * g + [ids[1]] * g, seeds=seeds, **options)
-    alone = rollouts.sample([ids[0]] * g, seeds=seeds[:g], **options)
+    together = rollouts.sample(rows, seeds=seeds, **options)
+    again = rollouts.sample(rows, seeds=seeds, **options)
+    alone = rollouts.sample(rows[:g], seeds=seeds[:g], **options)
     rollouts.close()
     differ = [
         next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b), min(len(x), len(y)))
@@ -92,9 +122,78 @@ def reproducible(args: argparse.Namespace) -> str:
     ]
     return (
         f"the same call twice: {'the same tokens' if again == together else 'DIFFERENT tokens'};"
-        f" beside the other prompt against alone: {g - len(differ)} of {g} completions identical"
+        f" beside the other prompts against alone: {g - len(differ)} of {g} completions identical"
         + (f", the others first differ at tokens {sorted(differ)}" if differ else "")
     )
+
+
+def on_second_thread(call: Callable[[], list[list[int]]]) -> Callable[[], list[list[int]]]:
+    """``call``, made from a thread of its own."""
+
+    def run() -> list[list[int]]:
+        result: list[list[list[int]]] = []
+        thread = threading.Thread(target=lambda: result.append(call()), name="second")
+        thread.start()
+        thread.join()
+        return result[0]
+
+    return run
+
+
+def threads(args: argparse.Namespace) -> None:
+    """``--threads``: one step's rollouts through TRL's path and the engine from two threads."""
+    import torch
+
+    model, tokenizer, rollouts, ids = loaded(args, dtype="float32")
+    rows, seeds = step_rows(ids, args.generations)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width, eos = max(map(len, rows)), tokenizer.eos_token_id
+    input_ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows])
+    mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows])
+
+    def trl() -> list[list[int]]:  # TRL's GRPO generates with model.generate, left-padded
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=input_ids, attention_mask=mask, max_new_tokens=args.tokens,
+                do_sample=True, temperature=1.0, top_p=1.0, pad_token_id=pad,
+            )[:, width:].tolist()  # fmt: skip
+        return [row[: row.index(eos) + 1] if eos in row else row for row in out]
+
+    def engine() -> list[list[int]]:
+        return rollouts.sample(rows, max_new_tokens=args.tokens, temperature=1.0, seeds=seeds)
+
+    ways = {"TRL model.generate": trl, "engine, loading thread": engine,
+            "engine, second thread": on_second_thread(engine)}  # fmt: skip
+    names = list(ways)
+    runs: dict[str, list[tuple[float, int, int, list[list[int]]]]] = {w: [] for w in ways}
+    for round_ in range(args.rounds):
+        for way in names[round_ % 3 :] + names[: round_ % 3]:  # each way first in some round
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+            started = time.perf_counter()
+            completions = ways[way]()
+            wall = time.perf_counter() - started
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
+            runs[way].append((wall, sum(map(len, completions)), switches, completions))
+            print(f"round {round_ + 1} {way:<24} {wall:6.1f} s {runs[way][-1][1]:5d} tokens "
+                  f"{switches:7d} switches", flush=True)  # fmt: skip
+    rollouts.close()
+    print(f"{len(rows)} rows ({args.prompts} prompts x {args.generations}), at most "
+          f"{args.tokens} tokens, float32, {torch.get_num_threads()} threads; medians over "
+          f"{args.rounds} rounds")  # fmt: skip
+    print(f"{'way':<24}{'wall s':>9}{'tok/s':>9}{'switches':>10}")
+    rate = {}
+    for way, done in runs.items():
+        rate[way] = statistics.median(tokens / wall for wall, tokens, _, _ in done)
+        print(f"{way:<24}{statistics.median(r[0] for r in done):>9.1f}{rate[way]:>9.1f}"
+              f"{statistics.median(r[2] for r in done):>10.0f}")  # fmt: skip
+    same = all(
+        a[3] == b[3]
+        for a, b in zip(runs["engine, loading thread"], runs["engine, second thread"], strict=True)
+    )
+    print(f"engine from the loading thread: "
+          f"{rate['engine, loading thread'] / rate['TRL model.generate']:.2f}x TRL's tokens per "
+          f"second, {rate['engine, loading thread'] / rate['engine, second thread']:.2f}x the "
+          f"second thread's; the same tokens from either thread: {'yes' if same else 'NO'}")  # fmt: skip
 
 
 def main() -> None:
@@ -106,7 +205,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--float32", action="store_true",
                         help="train in float32 (bf16 = false), as on a CPU that emulates bfloat16")  # fmt: skip
+    parser.add_argument("--threads", action="store_true",
+                        help="instead: rollouts through TRL's path and the engine from two threads")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="with --threads")
     args = parser.parse_args()
+    if args.threads:
+        threads(args)
+        return
     from corebench.harness.decoding.precision import cpu_dtype
 
     with tempfile.TemporaryDirectory() as folder:

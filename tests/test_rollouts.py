@@ -296,10 +296,8 @@ class SlowQueue:
         return self.inner.get(block=block)
 
 
-def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
-    """The engine's thread may wake while a call is still queueing its rows: it admits none of
-    them before all are queued, so a call is batched alike every time (and, with fewer slots
-    than rows, the first rows fill every slot at once)."""
+def tiny_engine(max_batch: int):
+    """A decode engine over a two-layer random Llama (shared key/value head, token 39 ends)."""
     from types import SimpleNamespace
 
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -313,10 +311,91 @@ def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
     tokenizer = SimpleNamespace(
         eos_token_id=39, pad_token_id=0, decode=lambda ids, **_: " ".join(map(str, ids))
     )
-    prompts = [[1, 2, 3], [4, 5], [1, 2, 3], [6, 7, 8, 9], [4, 5], [10]]
-    options = {"max_new_tokens": 12, "temperature": 1.0, "seeds": list(range(6))}
+    return DecodeEngine(model, tokenizer, "cpu", max_batch)
+
+
+PROMPTS = [[1, 2, 3], [4, 5], [1, 2, 3], [6, 7, 8, 9], [4, 5], [10]]
+SAMPLED = {"max_new_tokens": 12, "temperature": 1.0, "seeds": list(range(6))}
+
+
+def start_engine_thread(engine) -> None:
+    """Start the engine's own thread with a request queued as ``submit`` queues it (tokens,
+    not a chat), and wait for it: from then on its thread runs the loop and blocking calls hand
+    their rows to it."""
+    import threading
+
+    from corebench.harness.decoding.engine import Slot
+    from corebench.harness.records import GenerationRequest
+
+    done = threading.Event()
+    request = GenerationRequest(messages=[], max_new_tokens=2)
+    engine._enqueue([Slot(request, lambda _: done.set(), [1, 2], None)])
+    assert done.wait(60) and engine._thread.is_alive()
+
+
+def test_a_blocking_call_decodes_in_its_own_thread_with_the_tokens_the_engines_thread_gives():
+    """``complete`` with no loop running drives the loop in the caller's thread (torch's
+    OpenMP team there is the one that computed before; a second thread's makes GNU OpenMP stop
+    spinning); while the engine's thread runs, the same call goes through it, batched alike and
+    with the same tokens."""
+    import threading
+
+    engine = tiny_engine(32)
+    threads: set[str] = set()
+    engine.model.register_forward_pre_hook(lambda *_: threads.add(threading.current_thread().name))
+    inline = engine.complete(PROMPTS, **SAMPLED)
+    assert threads == {threading.current_thread().name} and engine._thread is None
+    start_engine_thread(engine)
+    threads.clear()
+    assert engine.complete(PROMPTS, **SAMPLED) == inline
+    assert threads == {"decode"}
+    engine.close()
+    assert not engine._thread.is_alive()
+
+
+def test_a_blocking_call_decodes_without_its_callers_autocast():
+    """Autocast is per thread: a trainer's (MAGRPO's ``bf16``) must not reach the rollouts
+    its thread now decodes."""
+    engine = tiny_engine(32)
+    dtypes: set[torch.dtype] = set()
+    engine.model.model.layers[0].mlp.down_proj.register_forward_hook(
+        lambda _module, _inputs, output: dtypes.add(output.dtype)
+    )
+    plain = engine.complete(PROMPTS, **SAMPLED)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert engine.complete(PROMPTS, **SAMPLED) == plain
+    assert dtypes == {torch.float32}
+
+
+def test_an_interrupted_blocking_call_leaves_nothing_behind():
+    """An interrupt inside the model reaches the caller who drives the loop (not its rows'
+    results); its rows still queued are dropped, and the next call decodes as if nothing had
+    happened."""
+    engine = tiny_engine(4)  # 4 of the 6 rows in flight, 2 queued
+    expected = engine.complete(PROMPTS, **SAMPLED)
+    steps = {"left": 3}
+
+    def interrupt(*_):
+        steps["left"] -= 1
+        if steps["left"] == 0:
+            raise KeyboardInterrupt
+
+    hook = engine.model.register_forward_pre_hook(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        engine.complete(PROMPTS, **SAMPLED)
+    hook.remove()
+    assert engine._rows == [] and engine._waiting.qsize() == 2  # both settled: skipped
+    assert engine.complete(PROMPTS, **SAMPLED) == expected
+    assert engine._waiting.qsize() == 0
+
+
+def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
+    """The engine's thread may wake while a call is still queueing its rows: it admits none of
+    them before all are queued, so a call is batched alike every time (and, with fewer slots
+    than rows, the first rows fill every slot at once)."""
     for max_batch in (32, 4):
-        engine = DecodeEngine(model, tokenizer, "cpu", max_batch)
+        engine = tiny_engine(max_batch)
+        start_engine_thread(engine)  # blocking calls now queue their rows for its thread
         engine._waiting = SlowQueue(engine._waiting)
         prefilled: list[int] = []
         prefill = engine._prefill
@@ -326,11 +405,11 @@ def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
             return prefill(new)
 
         engine._prefill = recorded
-        first = engine.complete(prompts, **options)
-        assert prefilled[0] == min(max_batch, len(prompts)), prefilled
+        first = engine.complete(PROMPTS, **SAMPLED)
+        assert prefilled[0] == min(max_batch, len(PROMPTS)), prefilled
         before = list(prefilled)
         prefilled.clear()  # the engine's thread now waits on the queue: the race is open
-        assert engine.complete(prompts, **options) == first
+        assert engine.complete(PROMPTS, **SAMPLED) == first
         assert prefilled == before
         engine.close()
 

@@ -17,7 +17,18 @@ loop over the requests in flight:
   products round with the batch's shape); a call's requests (``run``, ``complete``)
   are queued together, so the same call batches alike every time;
 - on the CPU, a decode step's attention multiplies each query head group with its shared
-  key/value head (``attention.py``) instead of copying the cache per query head.
+  key/value head (``attention.py``) instead of copying the cache per query head;
+- a blocking call (``complete``, ``run``) made while no loop is running drives the loop itself,
+  in the caller's thread, until its rows are done; ``submit`` (the backends' path) hands rows
+  to a thread of the engine's own, which from then on serves every call until ``close``, as it
+  does a blocking call made while another caller drives the loop. Torch's OpenMP
+  workers belong to the thread that starts a parallel region: a second computing thread's team
+  makes more managed threads than cores, and GNU OpenMP then stops spinning its workers between
+  regions and wakes them by system call, hundreds of times a decode step. A trainer computes on
+  its own thread, so its rollouts decode there: 16 rollouts of at most 256 tokens of the
+  embedded model in float32 on 2 cores, 21.9 s from the thread that loaded it against 27.7 s
+  from a second thread (13 voluntary context switches against 167,910; the same tokens;
+  ``measurements/grpo_step_split.py --threads``).
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from corebench.harness.records import Generation, GenerationRequest
 Deliver = Callable[[Generation | BaseException], None]
 ROOM = 256  # sequence positions a cache buffer keeps spare (it doubles when full)
 # decode steps between returning freed heap memory to the system. Every retire reallocates the
-# cache in a new shape; glibc keeps the freed blocks, fragmented, in the decode thread's arena,
+# cache in a new shape; glibc keeps the freed blocks, fragmented, in the decoding thread's arena,
 # and never gives them back: 1,836 rollouts (a prompt filter's) grew a process by 13 GB, while
 # malloc_trim(0) brought 100 rollouts' 3.0 GB back to 1.0.
 TRIM_EVERY = 64
@@ -148,6 +159,7 @@ class DecodeEngine:
     def __init__(self, model: Any, tokenizer: Any, device: str, max_batch: int):
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.max_batch = max(1, max_batch)
+        self._device_type = torch.device(device).type
         if device == "cpu":
             use_decode_attention(model)
         eos = model.generation_config.eos_token_id
@@ -157,6 +169,7 @@ class DecodeEngine:
         self._waiting: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._driver = threading.Lock()  # held by whichever thread runs the loop
         # the running batch
         self._rows: list[Slot] = []
         self._cache = DynamicCache()
@@ -164,7 +177,8 @@ class DecodeEngine:
 
     # --- submitting ------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest, deliver: Deliver) -> None:
-        """Queue ``request``; ``deliver`` is called from the engine's thread with its result."""
+        """Queue ``request`` for the engine's thread; ``deliver`` is called with its result from
+        the thread that runs the loop."""
         self._enqueue([self._slot(request, deliver)])
 
     def _slot(self, request: GenerationRequest, deliver: Deliver) -> Slot:
@@ -180,16 +194,39 @@ class DecodeEngine:
             return None
         return RowSampler(request.seed or 0, request.temperature, request.top_p, self.device)
 
-    def _enqueue(self, slots: list[Slot]) -> None:
+    def _enqueue(self, slots: list[Slot], start: bool = True) -> None:
         """Queue ``slots`` as one: the loop admits none of them before all are queued (under the
         lock), so that a call's rows are batched alike every time it is made while no other
-        caller's rows are in flight."""
+        caller's rows are in flight. ``start``: make sure the engine's thread runs."""
         with self._lock:
             for slot in slots:
                 self._waiting.put(slot)
-            if self._thread is None or not self._thread.is_alive():
+            if start and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._loop, name="decode", daemon=True)
                 self._thread.start()
+
+    def _serve(self, slots: list[Slot]) -> None:
+        """Run ``slots`` to the end: in the caller's thread when no loop is running (it drives
+        the loop until they are delivered, decoding beside them any rows other threads queue
+        meanwhile, which the engine's thread, started by their call, carries on), else through
+        the engine's thread, which once started serves every call until ``close``."""
+        if not self._driver.acquire(blocking=False):
+            self._enqueue(slots)
+            return
+        try:
+            self._enqueue(slots, start=False)
+            while not all(slot.delivered for slot in slots) and self._turn(block=False):
+                pass
+            for slot in slots:  # left queued when the engine was closed meanwhile
+                slot.settle(RuntimeError("the model was closed"))
+            if not self._rows:
+                release_memory()
+        except BaseException as exc:  # an interrupt: this call's rows still queued are dropped
+            for slot in slots:
+                slot.settle(exc)
+            raise
+        finally:
+            self._driver.release()
 
     def complete(
         self,
@@ -222,7 +259,7 @@ class DecodeEngine:
                 top_p=top_p, seed=seeds[index] if seeds else 0,
             )  # fmt: skip
             slots.append(Slot(request, deliver, list(ids), self._sampler(request)))
-        self._enqueue(slots)
+        self._serve(slots)
         for _ in slots:
             done.acquire()
         if failures:
@@ -241,7 +278,7 @@ class DecodeEngine:
 
             return deliver
 
-        self._enqueue([self._slot(r, deliver_to(i)) for i, r in enumerate(requests)])
+        self._serve([self._slot(r, deliver_to(i)) for i, r in enumerate(requests)])
         for _ in requests:
             done.acquire()
         for result in results:
@@ -257,28 +294,39 @@ class DecodeEngine:
 
     # --- the loop --------------------------------------------------------------------------------
     def _loop(self) -> None:
-        while True:
-            admitted = self._admit(block=not self._rows)
-            if admitted is None:  # closed
-                return
-            if not self._rows:
-                release_memory()  # idle: give the freed cache buffers back
-                continue
-            self._guarded(self._step, [])
-            if self.stats.steps % TRIM_EVERY == 0:
-                release_memory()
+        """The engine's thread: it runs the loop (once no caller drives it) until closed."""
+        with self._driver:
+            while self._turn(block=not self._rows):
+                pass
+
+    def _turn(self, block: bool) -> bool:
+        """Admit waiting rows, then one decode step; False once the engine was closed."""
+        if self._admit(block=block) is None:
+            return False
+        if not self._rows:
+            release_memory()  # idle: give the freed cache buffers back
+            return True
+        self._guarded(self._step, [])
+        if self.stats.steps % TRIM_EVERY == 0:
+            release_memory()
+        return True
 
     def _guarded(self, work: Callable[[], None], new: list[Slot]) -> None:
-        """Run ``work``; if it fails, every request in flight (and ``new``) gets the error."""
+        """Run ``work`` without autocast (the driving thread's may be on: a trainer's); if it
+        fails, every request in flight (and ``new``) gets the error, and an interrupt (not an
+        ``Exception``) goes on up to the thread that drives the loop."""
         started = time.perf_counter()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.autocast(self._device_type, enabled=False):
                 work()
         except BaseException as exc:  # noqa: BLE001 - delivered to the requests, not lost
             for slot in [*self._rows, *new]:
                 slot.settle(exc)
             self._reset()
-        self.stats.busy_s += time.perf_counter() - started
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.stats.busy_s += time.perf_counter() - started
 
     def _admit(self, block: bool) -> bool | None:
         """Prefill waiting requests into free slots; None when the engine was closed."""
@@ -292,7 +340,11 @@ class DecodeEngine:
                 for waiting in [*self._rows, *new]:
                     waiting.settle(RuntimeError("the model was closed"))
                 self._reset()
+                if threading.current_thread() is not self._thread:
+                    self._waiting.put(None)  # a caller drove the loop: the close is its thread's
                 return None
+            if slot.delivered:  # its caller was interrupted while it waited
+                continue
             new.append(slot)
             if len(new) == 1:
                 with self._lock:  # the rest of its call's rows are queued by now
