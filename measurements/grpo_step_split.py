@@ -131,10 +131,19 @@ def on_second_thread(call: Callable[[], list[list[int]]]) -> Callable[[], list[l
     """``call``, made from a thread of its own."""
 
     def run() -> list[list[int]]:
-        result: list[list[list[int]]] = []
-        thread = threading.Thread(target=lambda: result.append(call()), name="second")
+        result: list[list[list[int]] | BaseException] = []
+
+        def target() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller
+                result.append(exc)
+
+        thread = threading.Thread(target=target, name="second")
         thread.start()
         thread.join()
+        if isinstance(result[0], BaseException):
+            raise result[0]
         return result[0]
 
     return run
@@ -167,7 +176,9 @@ def threads(args: argparse.Namespace) -> None:
     names = list(ways)
     runs: dict[str, list[tuple[float, int, int, list[list[int]]]]] = {w: [] for w in ways}
     for round_ in range(args.rounds):
-        for way in names[round_ % 3 :] + names[: round_ % 3]:  # each way first in some round
+        for way in (
+            names[round_ % len(names) :] + names[: round_ % len(names)]
+        ):  # each way first in some round
             switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
             started = time.perf_counter()
             completions = ways[way]()
@@ -212,6 +223,8 @@ def main() -> None:
     if args.threads:
         threads(args)
         return
+    if args.prompts < 2:
+        parser.error("--prompts must be at least 2: the check decodes a prompt beside another")
     from corebench.harness.decoding.precision import cpu_dtype
 
     with tempfile.TemporaryDirectory() as folder:

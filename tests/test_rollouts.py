@@ -365,6 +365,7 @@ def test_a_blocking_call_decodes_without_its_callers_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert engine.complete(PROMPTS, **SAMPLED) == plain
     assert dtypes == {torch.float32}
+    assert engine._thread is None  # decoded in this thread, under its autocast
 
 
 def test_an_interrupted_blocking_call_leaves_nothing_behind():
@@ -385,7 +386,9 @@ def test_an_interrupted_blocking_call_leaves_nothing_behind():
         engine.complete(PROMPTS, **SAMPLED)
     hook.remove()
     assert engine._rows == [] and engine._waiting.qsize() == 2  # both settled: skipped
+    admitted = engine.stats.first_tokens
     assert engine.complete(PROMPTS, **SAMPLED) == expected
+    assert engine.stats.first_tokens - admitted == len(PROMPTS)  # none of the settled two
     assert engine._waiting.qsize() == 0
 
 

@@ -221,9 +221,10 @@ class DecodeEngine:
                 slot.settle(RuntimeError("the model was closed"))
             if not self._rows:
                 release_memory()
-        except BaseException as exc:  # an interrupt: this call's rows still queued are dropped
-            for slot in slots:
+        except BaseException as exc:  # an interrupt: the batch is dropped, as on a failure
+            for slot in [*self._rows, *slots]:
                 slot.settle(exc)
+            self._reset()
             raise
         finally:
             self._driver.release()
@@ -314,7 +315,8 @@ class DecodeEngine:
     def _guarded(self, work: Callable[[], None], new: list[Slot]) -> None:
         """Run ``work`` without autocast (the driving thread's may be on: a trainer's); if it
         fails, every request in flight (and ``new``) gets the error, and an interrupt (not an
-        ``Exception``) goes on up to the thread that drives the loop."""
+        ``Exception``) goes on up to a caller driving the loop (the engine's thread keeps
+        serving the other callers)."""
         started = time.perf_counter()
         try:
             with torch.inference_mode(), torch.autocast(self._device_type, enabled=False):
@@ -323,32 +325,38 @@ class DecodeEngine:
             for slot in [*self._rows, *new]:
                 slot.settle(exc)
             self._reset()
-            if not isinstance(exc, Exception):
-                raise
+            if not isinstance(exc, Exception) and threading.current_thread() is not self._thread:
+                raise  # an interrupt, to the caller driving the loop
         finally:
             self.stats.busy_s += time.perf_counter() - started
 
     def _admit(self, block: bool) -> bool | None:
         """Prefill waiting requests into free slots; None when the engine was closed."""
         new: list[Slot] = []
-        while len(self._rows) + len(new) < self.max_batch:
-            try:
-                slot = self._waiting.get(block=block and not new)
-            except queue.Empty:
-                break
-            if slot is None:
-                for waiting in [*self._rows, *new]:
-                    waiting.settle(RuntimeError("the model was closed"))
-                self._reset()
-                if threading.current_thread() is not self._thread:
-                    self._waiting.put(None)  # a caller drove the loop: the close is its thread's
-                return None
-            if slot.delivered:  # its caller was interrupted while it waited
-                continue
-            new.append(slot)
-            if len(new) == 1:
-                with self._lock:  # the rest of its call's rows are queued by now
-                    pass
+        try:
+            while len(self._rows) + len(new) < self.max_batch:
+                try:
+                    slot = self._waiting.get(block=block and not new)
+                except queue.Empty:
+                    break
+                if slot is None:
+                    for waiting in [*self._rows, *new]:
+                        waiting.settle(RuntimeError("the model was closed"))
+                    self._reset()
+                    if threading.current_thread() is not self._thread:
+                        with self._lock:  # a caller drove the loop: the close is its thread's
+                            self._waiting.put(None)
+                    return None
+                if slot.delivered:  # its caller was interrupted while it waited
+                    continue
+                new.append(slot)
+                if len(new) == 1:
+                    with self._lock:  # the rest of its call's rows are queued by now
+                        pass
+        except BaseException as exc:  # an interrupt while taking rows: they get it
+            for slot in new:
+                slot.settle(exc)
+            raise
         if new:
             self._guarded(lambda: self._prefill(new), new)
         return True
