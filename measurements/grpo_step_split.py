@@ -176,9 +176,8 @@ def threads(args: argparse.Namespace) -> None:
     names = list(ways)
     runs: dict[str, list[tuple[float, int, int, list[list[int]]]]] = {w: [] for w in ways}
     for round_ in range(args.rounds):
-        for way in (
-            names[round_ % len(names) :] + names[: round_ % len(names)]
-        ):  # each way first in some round
+        first = round_ % len(names)  # each way goes first in some round
+        for way in names[first:] + names[:first]:
             switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
             started = time.perf_counter()
             completions = ways[way]()
