@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from corebench.harness.decoding.precision import cpu_dtype
-from corebench.harness.decoding.sampling import RowSampler, sample_rows
+from corebench.harness.decoding.sampling import RowSampler, nucleus, sample_rows, sorted_nucleus
 from corebench.training.grpo import drop_tied
 from corebench.training.magrpo import GradNorms, group_loss
 from corebench.training.progress import StepClock, StepLog, timing_summary, validation_curve
@@ -26,6 +26,75 @@ def test_batched_sampling_draws_what_each_row_draws_alone():
     assert batched.tolist() == alone
     assert RowSampler(3, 1.0, 1.0).sample(logits[0]) == alone[0]  # same seed, same token
     assert len({RowSampler(seed, 1.0, 1.0).sample(logits[0]) for seed in range(20)}) > 1
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 4.0, 16.0])  # flat to peaked rows
+@pytest.mark.parametrize("top_p", [0.0, 1e-9, 0.5, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("rounded", [False, True])  # bfloat16 logits tie often
+def test_the_nucleus_is_the_most_likely_tokens_that_reach_top_p(scale, top_p, rounded):
+    """By the definition, in float64: each row keeps its most likely tokens (at least one),
+    enough to reach ``top_p`` and no more (without the tokens tied at its least likely score the
+    rest falls short), with their scores unchanged; flat rows make the search grow past its
+    first 64 candidates."""
+    logits = torch.randn(16, 4096, generator=torch.Generator().manual_seed(int(scale * 10))) * scale
+    if rounded:
+        logits = logits.bfloat16().float()
+    kept = nucleus(logits, top_p)
+    probs = torch.softmax(logits.double(), dim=-1)
+    for row, scores, p in zip(kept, logits, probs, strict=True):
+        inside = torch.isfinite(row)
+        assert torch.equal(row[inside], scores[inside])
+        least = scores[inside].min()
+        assert inside.all() or least > scores[~inside].max()  # the most likely, ties and all
+        mass, boundary = p[inside].sum(), p[scores == least].sum()
+        assert mass >= top_p - 1e-6 and (mass - boundary < top_p + 1e-6 or top_p == 0)
+    if scale <= 1.0 and top_p >= 0.5:
+        assert int(torch.isfinite(kept).sum(-1).max()) > 64  # the search grew
+
+
+def test_the_nucleus_search_keeps_what_a_full_sort_keeps():
+    """Against the full sort sampling did before, on float32 scores without ties: the same kept
+    tokens, except where a row's boundary token has, before it, a mass within rounding of
+    ``top_p`` (the normalizing sum adds in another order)."""
+    generator = torch.Generator().manual_seed(0)
+    rows = same = 0
+    for scale in (1.0, 4.0, 16.0):
+        logits = torch.randn(32, 49152, generator=generator) * scale
+        for top_p in (0.9, 0.95):
+            fast, full = nucleus(logits, top_p), sorted_nucleus(logits, top_p)
+            probs = torch.softmax(logits.double(), dim=-1)
+            for a, b, p in zip(fast, full, probs, strict=True):
+                rows += 1
+                differ = torch.isfinite(a) != torch.isfinite(b)
+                if not differ.any():
+                    same += 1
+                    continue
+                assert int(differ.sum()) == 1  # one boundary token
+                before = p[p > p[differ]].sum()  # the mass of the tokens more likely than it
+                assert abs(float(before) - top_p) < 1e-5
+    assert same >= 0.9 * rows
+
+
+def test_a_rows_draws_do_not_depend_on_its_batch_or_on_ties():
+    """Rows of a realistic vocabulary, bfloat16-rounded (many tied scores), a flat row that
+    makes the nucleus search grow for the whole batch, two top_p: each row draws alone what it
+    draws batched, and a nucleus keeps every token tied at its boundary."""
+    generator = torch.Generator().manual_seed(3)
+    logits = (torch.randn(6, 8192, generator=generator) * 2).bfloat16().float()
+    logits[2] = torch.randn(8192, generator=generator).bfloat16().float() * 0.1  # flat
+    for top_p in (0.8, 0.95):
+        alone = torch.cat([nucleus(row.unsqueeze(0), top_p) for row in logits])
+        assert torch.equal(nucleus(logits, top_p), alone)
+    settings = [(10 + i, 0.6, 0.95 if i % 2 else 0.8) for i in range(6)]
+    for _ in range(20):  # twenty tokens, the generators advancing as in decoding
+        samplers = [RowSampler(*s) for s in settings]
+        batched = sample_rows(samplers, logits)
+        alone = [RowSampler(*s).sample(row) for s, row in zip(settings, logits, strict=True)]
+        assert batched.tolist() == alone
+        settings = [(seed + 100, t, p) for seed, t, p in settings]
+    row = torch.tensor([[5.0, 3.0, 3.0, 3.0, 1.0, 1.0, 0.0]])  # probabilities .69, .09 x3, ...
+    assert torch.isfinite(sorted_nucleus(row, 0.75)).sum() == 2  # one of the three 3.0s
+    assert torch.isfinite(nucleus(row, 0.75)).tolist() == [[True] * 4 + [False] * 3]
 
 
 def test_tied_groups_leave_the_loss_and_its_token_count():

@@ -1,0 +1,83 @@
+"""A sampled evaluation row's generation, with top-p filtered by a full sort of the vocabulary
+(``sorted_nucleus``: the sort sampling did before, here over the batch's rows at once where it
+sorted them one by one) and by the nucleus search (``nucleus``, ``harness/decoding/sampling.py``).
+
+    COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/sampled_rows.py \\
+        [--model 'embedded?dtype=float32'] [--tasks 20] [--samples 4] [--rounds 2]
+
+Runs ``corebench run``'s row (system ``direct``, the first ``--tasks`` MBPP+ tasks, ``--samples``
+a task, temperature 0.6, top-p 0.95, at most 384 new tokens, seed 3, no timed repeats: how the
+studies' sampled rows are generated) in this process, each round both ways in a rotated order,
+and prints each row's wall seconds and completion tokens, per way the median wall seconds and
+completion tokens per second, and for how many samples every run wrote the same completion
+(where a row's nucleus has tied scores at its boundary, the sort kept some of them, the search
+keeps all). Run it alone: it times wall clock, sandbox judging included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from corebench.harness import RunConfig
+from corebench.harness.config import data_dir_setting
+from corebench.harness.decoding import sampling
+from corebench.harness.runner import Runner
+from corebench.harness.store import Store
+
+WAYS = {"full sort": sampling.sorted_nucleus, "nucleus search": sampling.nucleus}
+
+
+def row(args: argparse.Namespace, out: Path) -> tuple[float, int, dict[tuple[str, int], str]]:
+    """One row: its wall seconds, completion tokens and completions by (task, sample)."""
+    config = RunConfig(
+        benchmark="mbpp", system="direct", model=args.model, limit=args.tasks, n=args.samples,
+        temperature=0.6, top_p=0.95, max_new_tokens=384, seed=3,
+    )  # fmt: skip
+    started = time.perf_counter()
+    Runner(config, out, data_dir=data_dir_setting(), repeats=0).run()
+    wall = time.perf_counter() - started
+    samples = list(Store(out, create=False).samples())
+    tokens = sum(s.completion_tokens for s, _ in samples)
+    texts = {(s.task_id, s.sample_index): s.trace[0].completion for s, _ in samples}
+    return wall, tokens, texts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="embedded?dtype=float32")
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    names = list(WAYS)
+    runs: dict[str, list[tuple[float, int, dict]]] = {way: [] for way in names}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(args.rounds):
+            first = round_ % len(names)  # each way goes first in some round
+            for way in names[first:] + names[:first]:
+                sampling.nucleus = WAYS[way]  # what sample_rows calls
+                try:
+                    runs[way].append(row(args, Path(folder, f"{way}-{round_}")))
+                finally:
+                    sampling.nucleus = WAYS["nucleus search"]
+                wall, tokens, _ = runs[way][-1]
+                print(f"round {round_ + 1} {way:<15} {wall:6.1f} s {tokens:6d} tokens", flush=True)
+    print(f"{args.model}, {args.tasks} MBPP+ tasks x {args.samples} samples, T=0.6, top-p 0.95; "
+          f"medians over {args.rounds} rounds")  # fmt: skip
+    rate = {}
+    for way, done in runs.items():
+        rate[way] = statistics.median(tokens / wall for wall, tokens, _ in done)
+        print(f"{way:<15} {statistics.median(w for w, _, _ in done):7.1f} s {rate[way]:7.1f} tok/s")
+    texts = [texts for runs_ in runs.values() for _, _, texts in runs_]
+    same = sum(all(t[key] == texts[0][key] for t in texts) for key in texts[0])
+    print(f"nucleus search: {rate['nucleus search'] / rate['full sort']:.2f}x the full sort's "
+          f"tokens per second; the same completion in every run for {same} of {len(texts[0])} "
+          f"samples")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
