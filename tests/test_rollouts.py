@@ -43,11 +43,11 @@ def test_the_nucleus_is_the_most_likely_tokens_that_reach_top_p(scale, top_p, ro
     probs = torch.softmax(logits.double(), dim=-1)
     for row, scores, p in zip(kept, logits, probs, strict=True):
         inside = torch.isfinite(row)
-        assert torch.equal(row[inside], scores[inside])
+        assert inside.any() and torch.equal(row[inside], scores[inside])
         least = scores[inside].min()
         assert inside.all() or least > scores[~inside].max()  # the most likely, ties and all
         mass, boundary = p[inside].sum(), p[scores == least].sum()
-        assert mass >= top_p - 1e-6 and (mass - boundary < top_p + 1e-6 or top_p == 0)
+        assert mass >= top_p - 1e-5 and mass - boundary < top_p + 1e-5  # float32 sums
     if scale <= 1.0 and top_p >= 0.5:
         assert int(torch.isfinite(kept).sum(-1).max()) > 64  # the search grew
 
@@ -71,27 +71,29 @@ def test_the_nucleus_search_keeps_what_a_full_sort_keeps():
                     continue
                 assert int(differ.sum()) == 1  # one boundary token
                 before = p[p > p[differ]].sum()  # the mass of the tokens more likely than it
-                assert abs(float(before) - top_p) < 1e-5
+                assert abs(float(before) - top_p) < 5e-5  # float32 sums of 49,152
     assert same >= 0.9 * rows
 
 
 def test_a_rows_draws_do_not_depend_on_its_batch_or_on_ties():
     """Rows of a realistic vocabulary, bfloat16-rounded (many tied scores), a flat row that
-    makes the nucleus search grow for the whole batch, two top_p: each row draws alone what it
-    draws batched, and a nucleus keeps every token tied at its boundary."""
+    makes the nucleus search grow for the whole batch, two top_p or one: each row's nucleus and
+    draws alone are what they are batched, and a nucleus keeps every token tied at its
+    boundary."""
     generator = torch.Generator().manual_seed(3)
     logits = (torch.randn(6, 8192, generator=generator) * 2).bfloat16().float()
     logits[2] = torch.randn(8192, generator=generator).bfloat16().float() * 0.1  # flat
     for top_p in (0.8, 0.95):
         alone = torch.cat([nucleus(row.unsqueeze(0), top_p) for row in logits])
         assert torch.equal(nucleus(logits, top_p), alone)
-    settings = [(10 + i, 0.6, 0.95 if i % 2 else 0.8) for i in range(6)]
-    for _ in range(20):  # twenty tokens, the generators advancing as in decoding
-        samplers = [RowSampler(*s) for s in settings]
-        batched = sample_rows(samplers, logits)
-        alone = [RowSampler(*s).sample(row) for s, row in zip(settings, logits, strict=True)]
-        assert batched.tolist() == alone
-        settings = [(seed + 100, t, p) for seed, t, p in settings]
+    for shared in ((0.95, 0.8), (0.95,)):  # two top_p, then one for the whole batch
+        settings = [(10 + i, 0.6, shared[i % len(shared)]) for i in range(6)]
+        for _ in range(20):  # twenty tokens, the generators advancing as in decoding
+            samplers = [RowSampler(*s) for s in settings]
+            batched = sample_rows(samplers, logits)
+            alone = [RowSampler(*s).sample(r) for s, r in zip(settings, logits, strict=True)]
+            assert batched.tolist() == alone
+            settings = [(seed + 100, t, p) for seed, t, p in settings]
     row = torch.tensor([[5.0, 3.0, 3.0, 3.0, 1.0, 1.0, 0.0]])  # probabilities .69, .09 x3, ...
     assert torch.isfinite(sorted_nucleus(row, 0.75)).sum() == 2  # one of the three 3.0s
     assert torch.isfinite(nucleus(row, 0.75)).tolist() == [[True] * 4 + [False] * 3]

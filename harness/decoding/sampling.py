@@ -26,8 +26,8 @@ def nucleus(scores: torch.Tensor, top_p: float) -> torch.Tensor:
 
     The nucleus is searched for among the 64 highest scores, four times as many while some row's
     candidates hold less than ``top_p``: a full sort of the vocabulary per row and token
-    (``sorted_nucleus``) cost a tenth to a fifth of a sampled evaluation row's wall time
-    (``measurements/sampled_rows.py``). Probabilities are normalized over the whole row."""
+    (``sorted_nucleus``) cost about a tenth of a sampled evaluation row's wall time (11 % in
+    float32, 13 % in bfloat16; ``measurements/sampled_rows.py``). Probabilities are normalized over the whole row."""
     if top_p >= 1.0:
         return scores
     probs = torch.softmax(scores, dim=-1)
@@ -80,14 +80,15 @@ def sample_rows(samplers: list[RowSampler], logits: torch.Tensor) -> torch.Tenso
     arithmetic runs on the whole batch at once, with the same result row by row as alone."""
     temperatures = torch.tensor([s.temperature for s in samplers], device=logits.device)
     scores = logits.float() / temperatures.unsqueeze(1)
-    filters = {s.top_p for s in samplers if s.top_p < 1.0}
-    if len(filters) == 1 and all(s.top_p < 1.0 for s in samplers):
+    filters = {s.top_p for s in samplers}
+    if len(filters) == 1:  # the usual case: one top_p for the whole batch
         scores = nucleus(scores, filters.pop())
-    for top_p in filters:  # the rows of each top_p at once
-        rows = torch.tensor(
-            [i for i, s in enumerate(samplers) if s.top_p == top_p], device=scores.device
-        )
-        scores[rows] = nucleus(scores[rows], top_p)
+    else:
+        for top_p in filters - {1.0}:  # the rows of each top_p at once
+            rows = torch.tensor(
+                [i for i, s in enumerate(samplers) if s.top_p == top_p], device=scores.device
+            )
+            scores[rows] = nucleus(scores[rows], top_p)
     uniform = torch.stack([s.uniform(scores.shape[-1], scores.device) for s in samplers])
     gumbel = -torch.log(-torch.log(uniform.clamp_(min=1e-20)))
     return (scores + gumbel).argmax(dim=-1)
