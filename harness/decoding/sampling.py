@@ -27,7 +27,8 @@ def nucleus(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     The nucleus is searched for among the 64 highest scores, four times as many while some row's
     candidates hold less than ``top_p``: a full sort of the vocabulary per row and token
     (``sorted_nucleus``) cost about a tenth of a sampled evaluation row's wall time (11 % in
-    float32, 13 % in bfloat16; ``measurements/sampled_rows.py``). Probabilities are normalized over the whole row."""
+    float32, 13 % in bfloat16; ``measurements/sampled_rows.py``). Probabilities are normalized
+    over the whole row."""
     if top_p >= 1.0:
         return scores
     probs = torch.softmax(scores, dim=-1)
