@@ -1,9 +1,15 @@
-"""A sampled evaluation row's generation, with top-p filtered by a full sort of the vocabulary
-(``sorted_nucleus``: the sort sampling did before, here over the batch's rows at once where it
-sorted them one by one) and by the nucleus search (``nucleus``, ``harness/decoding/sampling.py``).
+"""A sampled evaluation row's generation, two ways, each round in a rotated order.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/sampled_rows.py \\
-        [--model 'embedded?dtype=float32'] [--tasks 20] [--samples 4] [--rounds 2]
+        [--compare top-p|prompts] [--model 'embedded?dtype=float32'] [--tasks 20] \\
+        [--samples 4] [--rounds 2]
+
+``--compare top-p`` (the default): top-p filtered by a full sort of the vocabulary
+(``sorted_nucleus``: the sort sampling did before, here over the batch's rows at once where it
+sorted them one by one) and by the nucleus search (``nucleus``, ``harness/decoding/sampling.py``).
+``--compare prompts``: every admission's prompts computed, with the output head's scores at
+every prompt position (how the engine prefilled before), and prompts kept for the rows that come
+later with the scores of the last position only (``PromptStore``, ``harness/decoding/engine.py``).
 
 Runs ``corebench run``'s row (system ``direct``, the first ``--tasks`` MBPP+ tasks, ``--samples``
 a task, temperature 0.6, top-p 0.95, at most 384 new tokens, seed 3, no timed repeats: how the
@@ -17,18 +23,44 @@ keeps all). Run it alone: it times wall clock, sandbox judging included.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from corebench.harness import RunConfig
 from corebench.harness.config import data_dir_setting
-from corebench.harness.decoding import sampling
+from corebench.harness.decoding import engine, sampling
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 
-WAYS = {"full sort": sampling.sorted_nucleus, "nucleus search": sampling.nucleus}
+# per comparison, its two ways: the module attributes each sets (the first way is the old one)
+COMPARISONS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
+    "top-p": {
+        "full sort": [(sampling, "nucleus", sampling.sorted_nucleus)],  # what sample_rows calls
+        "nucleus search": [],
+    },
+    "prompts": {
+        "computed": [(engine, "PROMPT_BYTES", 0), (engine, "_accepts", lambda *_: False)],
+        "kept": [],
+    },
+}
+
+
+@contextlib.contextmanager
+def patched(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    """``changes`` (module, attribute, value) in place, the old values back afterwards."""
+    old = [(module, name, getattr(module, name)) for module, name, _ in changes]
+    try:
+        for module, name, value in changes:
+            setattr(module, name, value)
+        yield
+    finally:
+        for module, name, value in old:
+            setattr(module, name, value)
 
 
 def row(args: argparse.Namespace, out: Path) -> tuple[float, int, dict[tuple[str, int], str]]:
@@ -48,22 +80,21 @@ def row(args: argparse.Namespace, out: Path) -> tuple[float, int, dict[tuple[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="top-p")
     parser.add_argument("--model", default="embedded?dtype=float32")
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    names = list(WAYS)
+    ways = COMPARISONS[args.compare]
+    names = list(ways)
     runs: dict[str, list[tuple[float, int, dict]]] = {way: [] for way in names}
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(args.rounds):
             first = round_ % len(names)  # each way goes first in some round
             for way in names[first:] + names[:first]:
-                sampling.nucleus = WAYS[way]  # what sample_rows calls
-                try:
+                with patched(ways[way]):
                     runs[way].append(row(args, Path(folder, f"{way}-{round_}")))
-                finally:
-                    sampling.nucleus = WAYS["nucleus search"]
                 wall, tokens, _ = runs[way][-1]
                 print(f"round {round_ + 1} {way:<15} {wall:6.1f} s {tokens:6d} tokens", flush=True)
     print(f"{args.model}, {args.tasks} MBPP+ tasks x {args.samples} samples, T=0.6, top-p 0.95; "
@@ -74,9 +105,9 @@ def main() -> None:
         print(f"{way:<15} {statistics.median(w for w, _, _ in done):7.1f} s {rate[way]:7.1f} tok/s")
     texts = [texts for runs_ in runs.values() for _, _, texts in runs_]
     same = sum(all(t[key] == texts[0][key] for t in texts) for key in texts[0])
-    print(f"nucleus search: {rate['nucleus search'] / rate['full sort']:.2f}x the full sort's "
-          f"tokens per second; the same completion in every run for {same} of {len(texts[0])} "
-          f"samples")  # fmt: skip
+    old, new = names
+    print(f"{new}: {rate[new] / rate[old]:.2f}x {old}'s tokens per second; the same completion "
+          f"in every run for {same} of {len(texts[0])} samples")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -488,6 +488,96 @@ def test_a_calls_rows_are_admitted_together_however_slowly_they_are_queued():
         engine.close()
 
 
+def staggered(engine, rows: list[tuple[list[int], int]]) -> list[list[int]]:
+    """Each row's sampled tokens, every row run to its own cap (no end token): ``rows`` are
+    (prompt ids, max new tokens), queued as one call."""
+    import threading
+
+    from corebench.harness.decoding.engine import Slot
+    from corebench.harness.records import GenerationRequest
+
+    engine.eos_ids = set()
+    done = threading.Semaphore(0)
+    slots = []
+    for seed, (ids, cap) in enumerate(rows):
+        request = GenerationRequest(messages=[], max_new_tokens=cap, temperature=1.0, seed=seed)
+        slots.append(Slot(request, lambda _: done.release(), ids, engine._sampler(request)))
+    engine._serve(slots)
+    for _ in slots:
+        done.acquire()
+    return [slot.tokens for slot in slots]
+
+
+def test_a_prompt_queued_after_its_first_row_joins_without_a_forward_pass():
+    """A row's samples of one task are queued one after another and admitted as slots free,
+    apart: a prompt computed for its first row is kept while rows are in flight, and the later
+    rows take its keys, values and next-token scores, decoding what computing it again gives."""
+    from corebench.harness.decoding import engine as engine_module
+
+    # two slots; the first row runs long, so the batch never empties, and the others follow
+    # one another through the second slot, each admitted alone
+    rows = [([6, 7, 8, 9], 30), ([1, 2, 3], 4), ([1, 2, 3], 5), ([4, 5], 3), ([1, 2, 3], 4)]
+    kept = tiny_engine(2)
+    tokens = staggered(kept, rows)
+    assert [len(t) for t in tokens] == [cap for _, cap in rows]
+    assert kept.stats.prefill_tokens == 4 + 3 + 2  # each prompt once
+    assert kept.stats.reused_prompts == 2 and kept.stats.first_tokens == 5
+    engine_module.PROMPT_BYTES, limit = 0, engine_module.PROMPT_BYTES
+    try:
+        computed = tiny_engine(2)  # keeps nothing: every admission computes its prompts
+    finally:
+        engine_module.PROMPT_BYTES = limit
+    assert staggered(computed, rows) == tokens
+    assert computed.stats.prefill_tokens == 4 + 3 + 3 + 2 + 3
+    assert computed.stats.reused_prompts == 0
+
+
+def test_kept_prompts_go_when_the_batch_empties_so_new_weights_compute_them_again():
+    """Weights change only between calls (a trainer updates while no row is in flight): the
+    store empties with the batch, and the next call computes its prompts under the new weights."""
+    engine = tiny_engine(2)
+    greedy = {"max_new_tokens": 8, "temperature": 0.0}
+    first = engine.complete([[1, 2, 3]], **greedy)
+    assert len(engine._prompts) == 0 and engine.stats.prefill_tokens == 3
+    with torch.no_grad():
+        for p in engine.model.parameters():
+            p.mul_(-1.5)
+    after = engine.complete([[1, 2, 3]], **greedy)
+    assert engine.stats.prefill_tokens == 6 and after != first
+    fresh = tiny_engine(2)  # the changed weights, never decoded before
+    fresh.model.load_state_dict(engine.model.state_dict())
+    assert fresh.complete([[1, 2, 3]], **greedy) == after
+
+
+def test_the_prompt_store_keeps_the_most_recently_used_within_its_bytes():
+    from corebench.harness.decoding.engine import Prefilled, PromptStore
+
+    def prompt(length: int) -> Prefilled:  # one layer, 4 bytes a value
+        return Prefilled([(torch.zeros(1, 1, length, 2), torch.zeros(1, 1, length, 2))],
+                         torch.zeros(3))  # fmt: skip
+
+    assert prompt(5).nbytes == (2 * 5 * 2 + 3) * 4
+    store = PromptStore(limit=prompt(5).nbytes * 3)
+    for ids in [(1,), (2,), (3,)]:
+        store.put(ids, prompt(5))
+    assert store.get((1,)) is not None  # now the most recently used
+    store.put((4,), prompt(5))  # over the limit: the least recently used, (2,), goes
+    assert store.get((2,)) is None and all(store.get(i) for i in [(1,), (3,), (4,)])
+    assert store.nbytes == 3 * prompt(5).nbytes
+    store.put((5,), prompt(20))  # larger than the whole store: not kept, nothing dropped
+    assert store.get((5,)) is None and len(store) == 3
+    store.clear()
+    assert len(store) == 0 and store.nbytes == 0
+
+
+def test_the_prefill_asks_for_the_last_positions_scores_only():
+    engine = tiny_engine(2)
+    shapes: list[tuple[int, ...]] = []
+    engine.model.lm_head.register_forward_hook(lambda _m, _i, out: shapes.append(out.shape))
+    engine.complete([[1, 2, 3], [4, 5, 6, 7]], max_new_tokens=1)
+    assert shapes == [(2, 1, 40)]  # not (2, 4, 40): one position a prompt
+
+
 def test_the_validation_copy_keeps_an_update_the_rollouts_copy_rounds_off():
     """``Rollouts(dtype="float32")`` (validation) holds the policy's weights exactly after a
     refresh; a bfloat16 copy (rollouts, where the CPU computes bfloat16 natively) holds them

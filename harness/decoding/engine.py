@@ -7,6 +7,10 @@ loop over the requests in flight:
 - a request waiting for a slot is prefilled (its prompt in one forward pass) as soon as a slot is
   free, and its key/value cache joins the running batch, left-padded to the batch's length (the
   padding is masked out, positions count real tokens only, as with ``generate``'s left padding);
+- a prompt's keys, values and next-token scores are kept (``PromptStore``) while rows are in
+  flight, so the other samples of a task, queued after it, join without a forward pass of their
+  own; the store empties whenever the batch does, which is when weights may change (a trainer
+  updates between its calls), so a kept prompt is only reused under the weights that computed it;
 - every step feeds each row its last token, and its key/value cache grows in place (a buffer with
   room to spare along the sequence: ``DynamicCache`` copies the whole cache every step, 1.2-1.3x
   slower at batch 16-32 on a 2-core CPU); a row that ends (end of sequence, its own token cap, a
@@ -34,9 +38,11 @@ loop over the requests in flight:
 from __future__ import annotations
 
 import ctypes
+import inspect
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +63,11 @@ ROOM = 256  # sequence positions a cache buffer keeps spare (it doubles when ful
 # and never gives them back: 1,836 rollouts (a prompt filter's) grew a process by 13 GB, while
 # malloc_trim(0) brought 100 rollouts' 3.0 GB back to 1.0.
 TRIM_EVERY = 64
+
+
+# bytes of prompt keys and values the engine keeps for reuse: about 50 prompts of 100 tokens of the
+# embedded model in float32 (46 KiB a token), 4,700 tokens of a 7B model in bfloat16
+PROMPT_BYTES = 256 * 2**20
 
 
 def _malloc_trim() -> Callable[[], None]:
@@ -120,6 +131,49 @@ def pairs_of(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 @dataclass
+class Prefilled:
+    """One prompt's keys and values (``[1, heads, length, dim]`` per layer, no padding) and the
+    scores of its next token."""
+
+    pairs: list[tuple[torch.Tensor, torch.Tensor]]
+    logits: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for k, v in self.pairs) + self.logits.nbytes
+
+
+class PromptStore:
+    """Prefilled prompts by token ids, least recently used dropped first, at most ``limit``
+    bytes in all (a prompt larger than that is not kept)."""
+
+    def __init__(self, limit: int | None = None):
+        self.limit, self.nbytes = PROMPT_BYTES if limit is None else limit, 0
+        self._kept: OrderedDict[tuple[int, ...], Prefilled] = OrderedDict()
+
+    def get(self, ids: tuple[int, ...]) -> Prefilled | None:
+        found = self._kept.get(ids)
+        if found is not None:
+            self._kept.move_to_end(ids)
+        return found
+
+    def put(self, ids: tuple[int, ...], prefilled: Prefilled) -> None:
+        if ids in self._kept or prefilled.nbytes > self.limit:
+            return
+        self._kept[ids] = prefilled
+        self.nbytes += prefilled.nbytes
+        while self.nbytes > self.limit:
+            self.nbytes -= self._kept.popitem(last=False)[1].nbytes
+
+    def clear(self) -> None:
+        self._kept.clear()
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+@dataclass
 class Slot:
     """One request in flight."""
 
@@ -148,7 +202,8 @@ class EngineStats:
     steps: int = 0
     row_steps: int = 0
     first_tokens: int = 0  # tokens chosen from a prefill's logits
-    prefill_tokens: int = 0
+    prefill_tokens: int = 0  # prompt tokens a forward pass computed
+    reused_prompts: int = 0  # rows whose prompt was not computed again (kept, or shared in a pass)
     completion_tokens: int = 0
     busy_s: float = 0.0
 
@@ -166,6 +221,10 @@ class DecodeEngine:
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}
         self.eos_ids.discard(None)
         self.stats = EngineStats()
+        self._prompts = PromptStore()
+        # the output head's scores for the last prompt position only, where the model can
+        # (as ``generate`` asks for them): the other positions' are never used
+        self._last_logits = _accepts(model, "logits_to_keep")
         self._waiting: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -362,31 +421,63 @@ class DecodeEngine:
         return True
 
     def _prefill(self, new: list[Slot]) -> None:
-        """One forward pass over the new rows' prompts, each distinct prompt once (a trainer's
-        group repeats one prompt for all its completions): the rows sharing a prompt share its
-        keys and values and its next-token logits."""
-        distinct: dict[tuple[int, ...], int] = {}
-        row_of = [distinct.setdefault(tuple(s.prompt_ids), len(distinct)) for s in new]
-        prompts = [list(p) for p in distinct]
+        """Bring the new rows' prompts into the batch: each prompt not kept from earlier is
+        computed once, in one forward pass (a trainer's group repeats one prompt for all its
+        completions; a row's samples follow one another), and every row sharing a prompt gets
+        its keys and values and its next-token scores."""
+        prompts = [tuple(s.prompt_ids) for s in new]
+        kept = {p: self._prompts.get(p) for p in dict.fromkeys(prompts)}
+        missing = [p for p, found in kept.items() if found is None]
+        if missing:
+            kept.update(self._forward(missing))
+        self.stats.reused_prompts += len(new) - len(missing)
+        self.stats.first_tokens += len(new)
+        width = max(len(p) for p in prompts)
+        rows = [kept[p] for p in prompts]
+        cache = [
+            (
+                torch.cat([_left_pad(row.pairs[layer][0], width) for row in rows]),
+                torch.cat([_left_pad(row.pairs[layer][1], width) for row in rows]),
+            )
+            for layer in range(len(rows[0].pairs))
+        ]
+        mask = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
+        )
+        self._merge(new, cache, mask)
+        self._choose(torch.stack([row.logits for row in rows]), len(self._rows) - len(new))
+        self._retire()
+
+    def _forward(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
+        """One forward pass over ``prompts`` (left-padded): each one's keys, values and
+        next-token scores, also kept in the store for rows that come later."""
         width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id or 0
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        ids = torch.tensor(
+            [[pad] * (width - len(p)) + list(p) for p in prompts], device=self.device
+        )
         mask = torch.tensor(
             [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        last = {"logits_to_keep": 1} if self._last_logits else {}
+        out = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **last
+        )
         self.stats.prefill_tokens += int(mask.sum())
-        self.stats.first_tokens += len(new)
-        cache, logits = pairs_of(out.past_key_values), out.logits[:, -1, :]
-        if len(prompts) < len(new):
-            index = torch.tensor(row_of, device=self.device)
-            cache = [(k[index], v[index]) for k, v in cache]
-            mask, logits = mask[index], logits[index]
-        self._merge(new, cache, mask)
-        first = len(self._rows) - len(new)
-        self._choose(logits, first)
-        self._retire()
+        pairs, logits = pairs_of(out.past_key_values), out.logits[:, -1, :]
+        computed = {}
+        for i, prompt in enumerate(prompts):
+            start = width - len(prompt)  # its own positions, padding cut off (cloned, not a
+            computed[prompt] = Prefilled(  # view holding the whole pass)
+                [
+                    (k[i : i + 1, :, start:].clone(), v[i : i + 1, :, start:].clone())
+                    for k, v in pairs
+                ],
+                logits[i].clone(),
+            )
+            self._prompts.put(prompt, computed[prompt])
+        return computed
 
     def _step(self) -> None:
         rows = len(self._rows)
@@ -497,9 +588,19 @@ class DecodeEngine:
         )
 
     def _reset(self) -> None:
+        """An empty batch. Kept prompts go too: weights may change from here on."""
+        self._prompts.clear()
         self._rows, self._cache = [], DynamicCache()
         self._mask = torch.zeros(0, 0, dtype=torch.long, device=self.device)
         self._next = torch.zeros(0, dtype=torch.long, device=self.device)
+
+
+def _accepts(model: Any, argument: str) -> bool:
+    """Whether ``model``'s forward takes ``argument``."""
+    try:
+        return argument in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
