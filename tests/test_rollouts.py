@@ -578,6 +578,69 @@ def test_the_prefill_asks_for_the_last_positions_scores_only():
     assert shapes == [(2, 1, 40)]  # not (2, 4, 40): one position a prompt
 
 
+def test_rows_that_stay_past_the_new_size_refill_the_places_of_rows_that_left():
+    from corebench.harness.decoding.engine import refill
+
+    assert refill([False, True, False, True, False]) == ([0, 4, 2], [1], [4])
+    assert refill([True, True, False, False]) == ([2, 3], [0, 1], [2, 3])
+    assert refill([False, False, True]) == ([0, 1], [], [])
+
+
+def test_the_slot_cache_holds_what_rebuilding_the_batch_would(monkeypatch):
+    """Rows join (each side left-padded), decode and leave in random order, with little spare
+    room (the buffer is reallocated often): after every change a layer's keys and values are
+    exactly the batch rebuilt the plain way (rows left-padded with zeros, in the engine's
+    order, columns no row needs dropped), and a retire or a join that fits keeps the buffer."""
+    from corebench.harness.decoding import engine as engine_module
+    from corebench.harness.decoding.engine import SlotLayer, _left_pad, refill
+
+    monkeypatch.setattr(engine_module, "ROOM", 3)
+    generator = torch.Generator().manual_seed(0)
+
+    def joining(rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        lengths = [width] + torch.randint(1, width + 1, (rows - 1,), generator=generator).tolist()
+        mask = torch.tensor([[0] * (width - n) + [1] * n for n in lengths])
+        pad = mask[:, None, :, None]
+        keys, values = (torch.randn(rows, 2, width, 3, generator=generator) * pad for _ in "kv")
+        return keys, values, mask
+
+    keys, values, mask = joining(3, 5)
+    layer = SlotLayer(keys, values)
+    reallocations = 0
+    for _ in range(300):
+        buffer = layer._keys.data_ptr()
+        choice = torch.randint(0, 3, (1,), generator=generator).item()
+        if choice == 0 and len(mask) < 8:  # rows join
+            new = joining(int(torch.randint(1, 4, (1,), generator=generator)),
+                          int(torch.randint(1, 9, (1,), generator=generator)))  # fmt: skip
+            width = max(mask.shape[1], new[2].shape[1])
+            keys, values, mask = (
+                torch.cat([_left_pad(old, width), _left_pad(added, width)])
+                for old, added in zip((keys, values, mask), new, strict=True)
+            )
+            layer.admit(new[0], new[1])
+        elif choice == 1 or len(mask) < 2:  # a decode step
+            column = [torch.randn(len(mask), 2, 1, 3, generator=generator) for _ in "kv"]
+            keys, values = (
+                torch.cat([old, c], dim=2) for old, c in zip((keys, values), column, strict=True)
+            )
+            mask = torch.cat([mask, mask.new_ones(len(mask), 1)], dim=1)
+            layer.update(*column)
+        else:  # some rows leave, not all
+            leaving = (torch.rand(len(mask), generator=generator) < 0.4).tolist()
+            leaving[int(torch.randint(0, len(mask), (1,), generator=generator))] = False
+            order, holes, movers = refill(leaving)
+            keys, values, mask = keys[order], values[order], mask[order]
+            first = int((mask.sum(0) > 0).nonzero()[0])
+            keys, values, mask = keys[:, :, first:], values[:, :, first:], mask[:, first:]
+            layer.retire(torch.tensor(holes, dtype=torch.long),
+                         torch.tensor(movers, dtype=torch.long), len(order), first)  # fmt: skip
+            assert layer._keys.data_ptr() == buffer  # in place
+        assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
+        reallocations += layer._keys.data_ptr() != buffer
+    assert 10 < reallocations < 150  # both: reallocated when short, reused otherwise
+
+
 def test_the_validation_copy_keeps_an_update_the_rollouts_copy_rounds_off():
     """``Rollouts(dtype="float32")`` (validation) holds the policy's weights exactly after a
     refresh; a bfloat16 copy (rollouts, where the CPU computes bfloat16 natively) holds them

@@ -15,7 +15,10 @@ loop over the requests in flight:
   room to spare along the sequence: ``DynamicCache`` copies the whole cache every step, 1.2-1.3x
   slower at batch 16-32 on a 2-core CPU); a row that ends (end of sequence, its own token cap, a
   stop string, or its request's ``stop_pattern``) leaves the batch at once, its slot free for
-  the next request, and the cache columns no row needs any more are dropped;
+  the next request, and the cache columns no row needs any more are dropped. Joining and
+  leaving copy only the rows concerned (``SlotLayer``): the batch's last rows move into the
+  places of rows that left, new rows are written after them, and the buffer is reallocated
+  only when it lacks room (rebuilding the whole cache at each was 1.3x slower in a sampled row);
 - at temperature > 0 each request samples from its own generator (``sampling.py``), so its draws
   do not depend on what else was in flight (the logits they draw from may, in their last bits:
   products round with the batch's shape); a call's requests (``run``, ``complete``)
@@ -58,10 +61,10 @@ from corebench.harness.records import Generation, GenerationRequest
 
 Deliver = Callable[[Generation | BaseException], None]
 ROOM = 256  # sequence positions a cache buffer keeps spare (it doubles when full)
-# decode steps between returning freed heap memory to the system. Every retire reallocates the
-# cache in a new shape; glibc keeps the freed blocks, fragmented, in the decoding thread's arena,
-# and never gives them back: 1,836 rollouts (a prompt filter's) grew a process by 13 GB, while
-# malloc_trim(0) brought 100 rollouts' 3.0 GB back to 1.0.
+# decode steps between returning freed heap memory to the system. Prefills, and cache buffers
+# outgrown, leave freed blocks that glibc keeps, fragmented, in the decoding thread's arena and
+# never gives back: when every retire reallocated the cache, 1,836 rollouts (a prompt filter's)
+# grew a process by 13 GB, while malloc_trim(0) brought 100 rollouts' 3.0 GB back to 1.0.
 TRIM_EVERY = 64
 
 
@@ -83,46 +86,100 @@ def _malloc_trim() -> Callable[[], None]:
 release_memory = _malloc_trim()
 
 
-class GrowingLayer(DynamicLayer):
-    """One layer's keys and values, ``[batch, heads, length, dim]`` views of a buffer with room
-    to spare along the sequence: a decode step writes its column in place."""
+class SlotLayer(DynamicLayer):
+    """One layer's keys and values for the running batch, in a buffer reused in place: rows
+    ``[0, rows)`` of it, columns ``[start, end)``, every row's last position at ``end - 1`` and
+    zeros left of its first. A decode step writes column ``end``; rows join by writing their
+    own rows, leave by having the batch's last rows copied into theirs, and columns no row
+    needs any more are dropped by moving ``start``. The buffer is reallocated (with ``ROOM``
+    spare columns) only when it lacks rows or columns."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         super().__init__()
-        self._hold(keys, values, ROOM)
-
-    def _hold(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
-        batch, heads, length, dim = keys.shape
-        self._keys = keys.new_empty(batch, heads, length + room, dim)
-        self._values = values.new_empty(batch, heads, length + room, dim)
-        self._keys[:, :, :length] = keys
-        self._values[:, :, :length] = values
-        self.length = length
-        self.keys, self.values = keys, values
+        batch, heads, _, dim = keys.shape
+        self._keys = keys.new_zeros(0, heads, 0, dim)
+        self._values = values.new_zeros(0, heads, 0, dim)
+        self.rows = self.start = self.end = 0
         self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
         self._view()
+        self.admit(keys, values)
 
     def _view(self) -> None:
-        self.keys = self._keys[:, :, : self.length]
-        self.values = self._values[:, :, : self.length]
+        self.keys = self._keys[: self.rows, :, self.start : self.end]
+        self.values = self._values[: self.rows, :, self.start : self.end]
+
+    def _room(self, rows: int, left: int, right: int) -> None:
+        """Make the buffer hold ``rows`` rows, ``left`` columns before ``start`` and ``right``
+        after ``end``, copying what it holds into a new one where it does not."""
+        held, heads, columns, dim = self._keys.shape
+        if rows <= held and left <= self.start and self.end + right <= columns:
+            return
+        width = self.end - self.start
+        shape = (max(rows, held), heads, left + width + max(right, ROOM, width), dim)
+        keys, values = self._keys.new_zeros(shape), self._values.new_zeros(shape)  # finite pads
+        keys[: self.rows, :, left : left + width] = self.keys
+        values[: self.rows, :, left : left + width] = self.values
+        self._keys, self._values = keys, values
+        self.start, self.end = left, left + width
+
+    def admit(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Rows joining the batch: ``[new, heads, width, dim]``, left-padded to one width. The
+        shorter side is padded with zeros, as ``_left_pad`` pads the mask."""
+        new, width = keys.shape[0], keys.shape[2]
+        grow = max(0, width - (self.end - self.start))
+        self._room(self.rows + new, grow, 0)
+        if grow:  # the running rows' new columns on the left: padding
+            self._keys[: self.rows, :, self.start - grow : self.start] = 0
+            self._values[: self.rows, :, self.start - grow : self.start] = 0
+            self.start -= grow
+        joined = slice(self.rows, self.rows + new)
+        self._keys[joined, :, self.start : self.end - width] = 0
+        self._values[joined, :, self.start : self.end - width] = 0
+        self._keys[joined, :, self.end - width : self.end] = keys
+        self._values[joined, :, self.end - width : self.end] = values
+        self.rows += new
+        self._view()
+
+    def retire(self, holes: torch.Tensor, movers: torch.Tensor, rows: int, drop: int) -> None:
+        """Keep ``rows`` rows: the rows ``movers`` (from the end of the batch) copied into
+        ``holes`` (rows that left), and the first ``drop`` columns dropped."""
+        if len(holes):
+            window = slice(self.start, self.end)
+            self._keys[holes, :, window] = self._keys[movers, :, window]
+            self._values[holes, :, window] = self._values[movers, :, window]
+        self.rows, self.start = rows, self.start + drop
+        self._view()
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
     ):
         added = key_states.shape[-2]
-        if self.length + added > self._keys.shape[2]:
-            self._hold(self.keys, self.values, max(ROOM, self.length + added))
-        self._keys[:, :, self.length : self.length + added] = key_states
-        self._values[:, :, self.length : self.length + added] = value_states
-        self.length += added
+        self._room(self.rows, 0, added)
+        self._keys[: self.rows, :, self.end : self.end + added] = key_states
+        self._values[: self.rows, :, self.end : self.end + added] = value_states
+        self.end += added
         self._view()
         return self.keys, self.values
 
 
-def growing_cache(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
-    """A cache of ``GrowingLayer``s holding ``pairs`` (keys, values) per layer."""
+def refill(leaving: list[bool]) -> tuple[list[int], list[int], list[int]]:
+    """Where the rows that stay go when the rows marked ``leaving`` leave: the batch's rows
+    that stay beyond its new size (``movers``) take the places of those that left within it
+    (``holes``), the rest stay where they are. Returns the new batch as old row numbers
+    (``order``), ``holes`` and ``movers``."""
+    size = leaving.count(False)
+    holes = [i for i in range(size) if leaving[i]]
+    movers = [i for i in range(size, len(leaving)) if not leaving[i]]
+    order = list(range(size))
+    for hole, mover in zip(holes, movers, strict=True):
+        order[hole] = mover
+    return order, holes, movers
+
+
+def slot_cache(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
+    """A cache of ``SlotLayer``s holding ``pairs`` (keys, values) per layer."""
     cache = DynamicCache()
-    cache.layers = [GrowingLayer(k, v) for k, v in pairs]
+    cache.layers = [SlotLayer(k, v) for k, v in pairs]
     return cache
 
 
@@ -503,20 +560,12 @@ class DecodeEngine:
         for slot in new:
             slot.peak_batch = len(self._rows) + len(new)
         if not self._rows:
-            self._rows, self._cache, self._mask = list(new), growing_cache(cache), mask
+            self._rows, self._cache, self._mask = list(new), slot_cache(cache), mask
             self._next = torch.zeros(len(new), dtype=torch.long, device=self.device)
             return
-        running, added = self._mask.shape[1], mask.shape[1]
-        width = max(running, added)
-        self._cache = growing_cache(
-            [
-                (
-                    torch.cat([_left_pad(k, width), _left_pad(nk, width)]),
-                    torch.cat([_left_pad(v, width), _left_pad(nv, width)]),
-                )
-                for (k, v), (nk, nv) in zip(pairs_of(self._cache), cache, strict=True)
-            ]
-        )
+        width = max(self._mask.shape[1], mask.shape[1])
+        for layer, (keys, values) in zip(self._cache.layers, cache, strict=True):
+            layer.admit(keys, values)
         self._mask = torch.cat([_left_pad(self._mask, width), _left_pad(mask, width)])
         self._next = torch.cat([self._next, self._next.new_zeros(len(new))])
         self._rows.extend(new)
@@ -578,14 +627,16 @@ class DecodeEngine:
         if not keep:
             self._reset()
             return
-        index = torch.tensor(keep, device=self.device)
-        self._rows = [self._rows[i] for i in keep]
+        order, holes, movers = refill([slot.finish is not None for slot in self._rows])
+        index = torch.tensor(order, device=self.device)
+        self._rows = [self._rows[i] for i in order]
         self._mask, self._next = self._mask[index], self._next[index]
         first = int((self._mask.sum(0) > 0).nonzero()[0])  # columns before it are padding for all
         self._mask = self._mask[:, first:]
-        self._cache = growing_cache(
-            [(k[index, :, first:], v[index, :, first:]) for k, v in pairs_of(self._cache)]
-        )
+        holes_at = torch.tensor(holes, dtype=torch.long, device=self.device)
+        movers_at = torch.tensor(movers, dtype=torch.long, device=self.device)
+        for layer in self._cache.layers:
+            layer.retire(holes_at, movers_at, len(keep), first)
 
     def _reset(self) -> None:
         """An empty batch. Kept prompts go too: weights may change from here on."""
