@@ -131,7 +131,7 @@ def ceiling() -> None:
     from transformers import DynamicCache
 
     from corebench.harness.decoding.attention import DECODE
-    from corebench.harness.decoding.engine import growing_cache, pairs_of
+    from corebench.harness.decoding.engine import pairs_of, slot_cache
 
     backend = EmbeddedBackend()
     backend.load()
@@ -154,7 +154,7 @@ def ceiling() -> None:
             rates = []
             for grow, attention in ((False, "sdpa"), (True, "sdpa"), (True, DECODE)):
                 model.set_attn_implementation(attention)
-                cache = growing_cache(pairs) if grow else DynamicCache(ddp_cache_data=pairs)
+                cache = slot_cache(pairs) if grow else DynamicCache(ddp_cache_data=pairs)
                 mask = torch.ones(batch, CONTEXT, dtype=torch.long)
                 steps, started = 8, time.perf_counter()
                 for _ in range(steps):
