@@ -27,7 +27,7 @@ import contextlib
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from corebench.harness.decoding import engine, sampling
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
 
+Run = tuple[float, int, dict[tuple[str, int], str]]  # wall seconds, tokens, completions
 # per comparison, its two ways: the module attributes each sets (the first way is the old one)
 COMPARISONS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
     "top-p": {
@@ -63,7 +64,7 @@ def patched(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
             setattr(module, name, value)
 
 
-def row(args: argparse.Namespace, out: Path) -> tuple[float, int, dict[tuple[str, int], str]]:
+def row(args: argparse.Namespace, out: Path) -> Run:
     """One row: its wall seconds, completion tokens and completions by (task, sample)."""
     config = RunConfig(
         benchmark="mbpp", system="direct", model=args.model, limit=args.tasks, n=args.samples,
@@ -78,36 +79,51 @@ def row(args: argparse.Namespace, out: Path) -> tuple[float, int, dict[tuple[str
     return wall, tokens, texts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="top-p")
+def add_row_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded?dtype=float32")
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
-    ways = COMPARISONS[args.compare]
-    names = list(ways)
-    runs: dict[str, list[tuple[float, int, dict]]] = {way: [] for way in names}
-    with tempfile.TemporaryDirectory() as folder:
-        for round_ in range(args.rounds):
-            first = round_ % len(names)  # each way goes first in some round
-            for way in names[first:] + names[:first]:
-                with patched(ways[way]):
-                    runs[way].append(row(args, Path(folder, f"{way}-{round_}")))
-                wall, tokens, _ = runs[way][-1]
-                print(f"round {round_ + 1} {way:<15} {wall:6.1f} s {tokens:6d} tokens", flush=True)
+
+
+def compare(args: argparse.Namespace, names: list[str], run: Callable[[str, int], Run]) -> None:
+    """``run(name, round)`` for both ``names`` each round, in a rotated order, and the report:
+    each row, then per name the median wall seconds and tokens per second, and for how many
+    samples every run wrote the same completion."""
+    runs: dict[str, list[Run]] = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        first = round_ % len(names)  # each goes first in some round
+        for name in names[first:] + names[:first]:
+            runs[name].append(run(name, round_))
+            wall, tokens, _ = runs[name][-1]
+            print(f"round {round_ + 1} {name:<15} {wall:6.1f} s {tokens:6d} tokens", flush=True)
     print(f"{args.model}, {args.tasks} MBPP+ tasks x {args.samples} samples, T=0.6, top-p 0.95; "
           f"medians over {args.rounds} rounds")  # fmt: skip
     rate = {}
-    for way, done in runs.items():
-        rate[way] = statistics.median(tokens / wall for wall, tokens, _ in done)
-        print(f"{way:<15} {statistics.median(w for w, _, _ in done):7.1f} s {rate[way]:7.1f} tok/s")
-    texts = [texts for runs_ in runs.values() for _, _, texts in runs_]
+    for name, done in runs.items():
+        rate[name] = statistics.median(tokens / wall for wall, tokens, _ in done)
+        print(f"{name:<15} {statistics.median(w for w, _, _ in done):7.1f} s "
+              f"{rate[name]:7.1f} tok/s")  # fmt: skip
+    texts = [texts for done in runs.values() for _, _, texts in done]
     same = sum(all(t[key] == texts[0][key] for t in texts) for key in texts[0])
     old, new = names
     print(f"{new}: {rate[new] / rate[old]:.2f}x {old}'s tokens per second; the same completion "
           f"in every run for {same} of {len(texts[0])} samples")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="top-p")
+    add_row_options(parser)
+    args = parser.parse_args()
+    ways = COMPARISONS[args.compare]
+    with tempfile.TemporaryDirectory() as folder:
+
+        def run(way: str, round_: int) -> Run:
+            with patched(ways[way]):
+                return row(args, Path(folder, f"{way}-{round_}"))
+
+        compare(args, list(ways), run)
 
 
 if __name__ == "__main__":

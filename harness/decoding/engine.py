@@ -7,10 +7,10 @@ loop over the requests in flight:
 - a request waiting for a slot is prefilled (its prompt in one forward pass) as soon as a slot is
   free, and its key/value cache joins the running batch, left-padded to the batch's length (the
   padding is masked out, positions count real tokens only, as with ``generate``'s left padding);
-- a prompt's keys, values and next-token scores are kept (``PromptStore``) while rows are in
-  flight, so the other samples of a task, queued after it, join without a forward pass of their
-  own; the store empties whenever the batch does, which is when weights may change (a trainer
-  updates between its calls), so a kept prompt is only reused under the weights that computed it;
+- a prompt's keys, values and next-token scores are kept (``PromptStore``), so the other samples
+  of a task, queued after it, join without a forward pass of their own; a kept prompt is only
+  reused under the weights that computed it: the store empties when the weights' fingerprint
+  (each parameter's storage and in-place version) changes, and whenever the batch empties;
 - every step feeds each row its last token, and its key/value cache grows in place (a buffer with
   room to spare along the sequence: ``DynamicCache`` copies the whole cache every step, 1.2-1.3x
   slower at batch 16-32 on a 2-core CPU); a row that ends (end of sequence, its own token cap, a
@@ -18,7 +18,7 @@ loop over the requests in flight:
   the next request, and the cache columns no row needs any more are dropped. Joining and
   leaving copy only the rows concerned (``SlotLayer``): the batch's last rows move into the
   places of rows that left, new rows are written after them, and the buffer is reallocated
-  only when it lacks room (rebuilding the whole cache at each was 1.3x slower in a sampled row);
+  only when it lacks room (rebuilding the whole cache at each made a sampled row 1.22x slower);
 - at temperature > 0 each request samples from its own generator (``sampling.py``), so its draws
   do not depend on what else was in flight (the logits they draw from may, in their last bits:
   products round with the batch's shape); a call's requests (``run``, ``complete``)
@@ -69,7 +69,7 @@ TRIM_EVERY = 64
 
 
 # bytes of prompt keys and values the engine keeps for reuse: about 50 prompts of 100 tokens of the
-# embedded model in float32 (46 KiB a token), 4,700 tokens of a 7B model in bfloat16
+# embedded model in float32 (46 KiB a token), 4,700 tokens of Qwen2.5-Coder-7B in bfloat16
 PROMPT_BYTES = 256 * 2**20
 
 
@@ -114,9 +114,9 @@ class SlotLayer(DynamicLayer):
         held, heads, columns, dim = self._keys.shape
         if rows <= held and left <= self.start and self.end + right <= columns:
             return
-        width = self.end - self.start
-        shape = (max(rows, held), heads, left + width + max(right, ROOM, width), dim)
-        keys, values = self._keys.new_zeros(shape), self._values.new_zeros(shape)  # finite pads
+        width = self.end - self.start  # the rows in use only: a batch past its peak shrinks
+        shape = (rows, heads, left + width + max(right, ROOM, width), dim)
+        keys, values = self._keys.new_zeros(shape), self._values.new_zeros(shape)
         keys[: self.rows, :, left : left + width] = self.keys
         values[: self.rows, :, left : left + width] = self.values
         self._keys, self._values = keys, values
@@ -279,8 +279,10 @@ class DecodeEngine:
         self.eos_ids.discard(None)
         self.stats = EngineStats()
         self._prompts = PromptStore()
-        # the output head's scores for the last prompt position only, where the model can
-        # (as ``generate`` asks for them): the other positions' are never used
+        self._prompts_weights: tuple[tuple[int, int], ...] = ()
+        # the output head's scores for the last prompt position only, where the model can, as
+        # ``generate`` asks for them (the other positions' are never used; in float32 the
+        # one-row product rounds slightly otherwise than that row of the whole prompt's)
         self._last_logits = _accepts(model, "logits_to_keep")
         self._waiting: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -482,6 +484,10 @@ class DecodeEngine:
         computed once, in one forward pass (a trainer's group repeats one prompt for all its
         completions; a row's samples follow one another), and every row sharing a prompt gets
         its keys and values and its next-token scores."""
+        weights = self._weights()
+        if weights != self._prompts_weights:  # the weights changed since the store was filled
+            self._prompts.clear()
+            self._prompts_weights = weights
         prompts = [tuple(s.prompt_ids) for s in new]
         kept = {p: self._prompts.get(p) for p in dict.fromkeys(prompts)}
         missing = [p for p, found in kept.items() if found is None]
@@ -504,6 +510,12 @@ class DecodeEngine:
         self._merge(new, cache, mask)
         self._choose(torch.stack([row.logits for row in rows]), len(self._rows) - len(new))
         self._retire()
+
+    def _weights(self) -> tuple[tuple[int, int], ...]:
+        """The weights' fingerprint: each parameter's storage and in-place version (an
+        optimizer's step, ``copy_`` and ``load_state_dict`` bump it; ``.data =`` replaces the
+        storage)."""
+        return tuple((p.data_ptr(), p._version) for p in self.model.parameters())
 
     def _forward(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
         """One forward pass over ``prompts`` (left-padded): each one's keys, values and
@@ -639,7 +651,7 @@ class DecodeEngine:
             layer.retire(holes_at, movers_at, len(keep), first)
 
     def _reset(self) -> None:
-        """An empty batch. Kept prompts go too: weights may change from here on."""
+        """An empty batch. Kept prompts go too (their memory back while the engine idles)."""
         self._prompts.clear()
         self._rows, self._cache = [], DynamicCache()
         self._mask = torch.zeros(0, 0, dtype=torch.long, device=self.device)
