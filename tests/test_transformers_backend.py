@@ -149,6 +149,9 @@ def test_out_of_memory_is_one_clear_error(float32_backend, monkeypatch):
     class NoRoom:
         generation_config = float32_backend._model.generation_config
 
+        def parameters(self):
+            return float32_backend._model.parameters()
+
         def __call__(self, **kwargs):
             raise RuntimeError(
                 "DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"
