@@ -10,8 +10,8 @@ in a process of its own that imports that checkout's corebench: the checkout is 
 editable install's (the child checks where it imported from). The row is
 ``sampled_rows.py``'s (``direct``, the first ``--tasks`` MBPP+ tasks, ``--samples`` a task,
 temperature 0.6, top-p 0.95, at most 384 new tokens, seed 3, no timed repeats), run by this
-checkout's copy of it; both revisions run in this environment, so they must need the same
-dependencies. Prints each row's wall seconds and completion tokens, per revision the median wall
+checkout's copy of it (it needs ``sampling.sorted_nucleus``: revisions from 24c9803 on);
+both revisions run in this environment, so they must need the same dependencies. Prints each row's wall seconds and completion tokens, per revision the median wall
 seconds and completion tokens per second, and for how many samples every run wrote the same
 completion. Run it alone: it times wall clock, sandbox judging included. A run killed
 midway leaves its worktrees registered: ``git worktree prune`` forgets them.

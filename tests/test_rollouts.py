@@ -625,7 +625,7 @@ def test_the_slot_cache_holds_what_rebuilding_the_batch_would(monkeypatch):
     room (the buffer is reallocated often): after every change a layer's keys and values are
     exactly the batch rebuilt the plain way (rows left-padded with zeros, in the engine's
     order, columns no row needs dropped), and the buffer is kept exactly when what it holds
-    fits, else reallocated for the rows in use."""
+    fits, else reallocated for at most about twice the rows in use."""
     from corebench.harness.decoding import engine as engine_module
     from corebench.harness.decoding.engine import SlotLayer, _left_pad, refill
 
@@ -677,9 +677,9 @@ def test_the_slot_cache_holds_what_rebuilding_the_batch_would(monkeypatch):
                          torch.tensor(movers, dtype=torch.long), len(order), first)  # fmt: skip
         assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
         assert (layer._keys.data_ptr() == buffer) == fits  # in place exactly when it fits
-        if not fits:  # reallocated: for the rows in use only (a batch past its peak shrinks)
+        if not fits:  # reallocated: a batch fallen to half the rows held, or fewer, shrinks
             reallocations += 1
-            assert layer._keys.shape[0] == len(mask)
+            assert len(mask) <= layer._keys.shape[0] <= 2 * len(mask) + 1
     assert reallocations > 10
 
 

@@ -114,7 +114,8 @@ class SlotLayer(DynamicLayer):
         held, heads, columns, dim = self._keys.shape
         if rows <= held and left <= self.start and self.end + right <= columns:
             return
-        width = self.end - self.start  # the rows in use only: a batch past its peak shrinks
+        width = self.end - self.start
+        rows = rows if rows <= held // 2 else max(rows, held)  # a batch past its peak shrinks
         shape = (rows, heads, left + width + max(right, ROOM, width), dim)
         keys, values = self._keys.new_zeros(shape), self._values.new_zeros(shape)
         keys[: self.rows, :, left : left + width] = self.keys
@@ -512,10 +513,15 @@ class DecodeEngine:
         self._retire()
 
     def _weights(self) -> tuple[tuple[int, int], ...]:
-        """The weights' fingerprint: each parameter's storage and in-place version (an
-        optimizer's step, ``copy_`` and ``load_state_dict`` bump it; ``.data =`` replaces the
-        storage)."""
-        return tuple((p.data_ptr(), p._version) for p in self.model.parameters())
+        """The weights' fingerprint: each parameter's storage and in-place version. In-place
+        operations on the parameter bump the version (``copy_``, ``load_state_dict``, an
+        unfused optimizer's step), ``.data =`` replaces the storage; writes through ``.data``
+        and fused optimizers change neither, which the emptying of the store with the batch
+        covers for a caller that changes weights between its calls (corebench's rollouts
+        refresh their copy with ``copy_``). Weights made in inference mode have no version."""
+        return tuple(
+            (p.data_ptr(), -1 if p.is_inference() else p._version) for p in self.model.parameters()
+        )
 
     def _forward(self, prompts: list[tuple[int, ...]]) -> dict[tuple[int, ...], Prefilled]:
         """One forward pass over ``prompts`` (left-padded): each one's keys, values and
