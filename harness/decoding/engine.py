@@ -96,7 +96,7 @@ class SlotLayer(DynamicLayer):
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         super().__init__()
-        batch, heads, _, dim = keys.shape
+        _, heads, _, dim = keys.shape
         self._keys = keys.new_zeros(0, heads, 0, dim)
         self._values = values.new_zeros(0, heads, 0, dim)
         self.rows = self.start = self.end = 0
@@ -505,12 +505,15 @@ class DecodeEngine:
             )
             for layer in range(len(rows[0].pairs))
         ]
-        mask = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
-        )
-        self._merge(new, cache, mask)
+        self._merge(new, cache, self._left_mask(prompts, width))
         self._choose(torch.stack([row.logits for row in rows]), len(self._rows) - len(new))
         self._retire()
+
+    def _left_mask(self, prompts: list[tuple[int, ...]], width: int) -> torch.Tensor:
+        """The attention mask of ``prompts`` left-padded to ``width``."""
+        return torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
+        )
 
     def _weights(self) -> tuple[tuple[int, int], ...]:
         """The weights' fingerprint: each parameter's storage and in-place version. In-place
@@ -531,9 +534,7 @@ class DecodeEngine:
         ids = torch.tensor(
             [[pad] * (width - len(p)) + list(p) for p in prompts], device=self.device
         )
-        mask = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
-        )
+        mask = self._left_mask(prompts, width)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         last = {"logits_to_keep": 1} if self._last_logits else {}
         out = self.model(
