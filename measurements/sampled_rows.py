@@ -1,7 +1,7 @@
 """A sampled evaluation row's generation, two ways, each round in a rotated order.
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/sampled_rows.py \\
-        [--compare top-p|prompts] [--model 'embedded?dtype=float32'] [--tasks 20] \\
+        [--compare top-p|prompts|batch] [--model 'embedded?dtype=float32'] [--tasks 20] \\
         [--samples 4] [--rounds 2]
 
 ``--compare top-p`` (the default): top-p filtered by a full sort of the vocabulary
@@ -10,6 +10,8 @@ sorted them one by one) and by the nucleus search (``nucleus``, ``harness/decodi
 ``--compare prompts``: every admission's prompts computed, with the output head's scores at
 every prompt position (how the engine prefilled before), and prompts kept for the rows that come
 later with the scores of the last position only (``PromptStore``, ``harness/decoding/engine.py``).
+``--compare batch``: 32 rows decoded together and 32 samples in flight (the defaults before),
+and 128 of each (``DEFAULT_MAX_BATCH``, ``DEFAULT_CONCURRENCY``).
 
 Runs ``corebench run``'s row (system ``direct``, the first ``--tasks`` MBPP+ tasks, ``--samples``
 a task, temperature 0.6, top-p 0.95, at most 384 new tokens, seed 3, no timed repeats: how the
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from corebench.harness import RunConfig
-from corebench.harness.config import data_dir_setting
+from corebench.harness.config import DEFAULT_MAX_BATCH, data_dir_setting
 from corebench.harness.decoding import engine, sampling
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
@@ -48,7 +50,9 @@ COMPARISONS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
         "computed": [(engine, "PROMPT_BYTES", 0), (engine, "_accepts", lambda *_: False)],
         "kept": [],
     },
+    "batch": {"batch 32": [], "batch 128": []},  # the rows decoded together: BATCHES
 }
+BATCHES = {"batch 32": 32, "batch 128": 128}  # max_batch and concurrency, per way of "batch"
 
 
 @contextlib.contextmanager
@@ -64,14 +68,16 @@ def patched(changes: list[tuple[Any, str, Any]]) -> Iterator[None]:
             setattr(module, name, value)
 
 
-def row(args: argparse.Namespace, out: Path) -> Run:
-    """One row: its wall seconds, completion tokens and completions by (task, sample)."""
+def row(args: argparse.Namespace, out: Path, batch: int = DEFAULT_MAX_BATCH) -> Run:
+    """One row, ``batch`` rows decoded together and samples in flight: its wall seconds,
+    completion tokens and completions by (task, sample)."""
+    model = f"{args.model}{'&' if '?' in args.model else '?'}max_batch={batch}"
     config = RunConfig(
-        benchmark="mbpp", system="direct", model=args.model, limit=args.tasks, n=args.samples,
+        benchmark="mbpp", system="direct", model=model, limit=args.tasks, n=args.samples,
         temperature=0.6, top_p=0.95, max_new_tokens=384, seed=3,
     )  # fmt: skip
     started = time.perf_counter()
-    Runner(config, out, data_dir=data_dir_setting(), repeats=0).run()
+    Runner(config, out, data_dir=data_dir_setting(), repeats=0, concurrency=batch).run()
     wall = time.perf_counter() - started
     samples = list(Store(out, create=False).samples())
     tokens = sum(s.completion_tokens for s, _ in samples)
@@ -121,7 +127,9 @@ def main() -> None:
 
         def run(way: str, round_: int) -> Run:
             with patched(ways[way]):
-                return row(args, Path(folder, f"{way}-{round_}"))
+                return row(
+                    args, Path(folder, f"{way}-{round_}"), BATCHES.get(way, DEFAULT_MAX_BATCH)
+                )
 
         compare(args, list(ways), run)
 

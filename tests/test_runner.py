@@ -7,6 +7,7 @@ import re
 import pytest
 
 from corebench.harness import RunConfig, Verdict
+from corebench.harness.config import DEFAULT_MAX_BATCH
 from corebench.harness.errors import CorebenchError
 from corebench.harness.runner import Runner
 from corebench.harness.store import Store
@@ -58,6 +59,19 @@ def test_corecode_run_stores_samples_traces_and_resumes(
     again = Runner(config, tmp_path / "run", data_dir=data_dir, plugins=plugins_with_scripted).run()
     assert again.completed == 0 and len(scripted.requests) == calls_before
     assert len(list(store.samples())) == 3
+
+
+def test_the_default_samples_in_flight_fill_a_default_batch(
+    tmp_path, data_dir, scripted, plugins_with_scripted
+):
+    """With the runner's default concurrency a local backend's batches reach its default
+    max_batch (fewer samples in flight would leave decode rows empty), and never exceed it."""
+    config = RunConfig(benchmark="mbpp", system="direct", model="scripted", limit=40, n=4,
+                       temperature=0.6)  # fmt: skip
+    Runner(config, tmp_path, data_dir=data_dir, plugins=plugins_with_scripted, repeats=0).run()
+    sizes = [c.batch_size for s, _ in Store(tmp_path, create=False).samples() for c in s.trace]
+    assert len(sizes) == 160 > DEFAULT_MAX_BATCH
+    assert max(sizes) == DEFAULT_MAX_BATCH
 
 
 def test_a_different_config_in_the_same_directory_is_refused(
