@@ -5,7 +5,7 @@ training used before) and through corebench's decode engine (``rollouts = "engin
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/grpo_step_split.py \\
         [--model embedded] [--steps 4] [--generations 8] [--prompts 2] [--tokens 256] [--float32]
-        [--threads [--rounds 3]]
+        [--threads [--rounds 3]] [--update [--rounds 3]]
 
 Each run is ``corebench train grpo`` in a process of its own (timings from the run's own
 ``timing.txt``: wall-clock seconds around TRL's generation call and the reward call, and the
@@ -24,11 +24,20 @@ themselves). Prints per way the median wall seconds, completion tokens per secon
 process's voluntary context switches during the call (``getrusage``: GNU OpenMP waking sleeping
 workers by system call shows there), and whether the engine gave the same tokens from either
 thread. Run it alone: it times wall clock.
+
+``--update`` instead trains the same short run (rank-1 LoRA at 1e-4, engine rollouts) with the
+update's log-probabilities computed by TRL over the whole padded batch (``update_scoring =
+"trl"``) and by corebench a few rows of like length at a time (``"by-length"``,
+``training/update_scoring.py``), runs in a rotated order, and prints each step's update time
+(the step less generation and reward: forward, backward, optimizer) and TRL's logged gradient
+norm at step 1, whose completions are the same in every run (same seed and weights), as are its
+gradients if the two ways agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import resource
 import statistics
@@ -39,13 +48,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from corebench.training.progress import read_rows
 
 CLI = [sys.executable, "-m", "corebench.harness.cli"]
 
 
-def train(out: Path, args: argparse.Namespace, rollouts: str, steps: int) -> list[list[float]]:
+def train(
+    out: Path, args: argparse.Namespace, rollouts: str, steps: int, **extra: Any
+) -> tuple[list[list[float]], list[dict[str, Any]]]:
+    """A ``corebench train grpo`` run's step timings and TRL's logged metrics per step."""
     settings = {
         "model": args.model,
         "steps": steps,
@@ -59,12 +72,18 @@ def train(out: Path, args: argparse.Namespace, rollouts: str, steps: int) -> lis
         "eval_benchmarks": ["mbpp"],
         "rollouts": rollouts,
         "seed": 0,
+        **extra,
     }
     command = [*CLI, "train", "grpo", "--out", str(out)]
     for key, value in settings.items():
         command += ["--set", f"{key}={json.dumps(value)}"]
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return read_rows(out / "timing.txt")
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    logged = [
+        ast.literal_eval(line)
+        for line in (done.stdout + done.stderr).splitlines()
+        if "'grad_norm'" in line
+    ]
+    return read_rows(out / "timing.txt"), logged
 
 
 def means(rows: list[list[float]]) -> dict[str, float]:
@@ -206,6 +225,39 @@ def threads(args: argparse.Namespace) -> None:
           f"second thread's; the same tokens from either thread: {'yes' if same else 'NO'}")  # fmt: skip
 
 
+def update(args: argparse.Namespace) -> None:
+    """``--update``: the same run with the update scored by TRL and by corebench (by_length)."""
+    ways = ("trl", "by-length")
+    recipe = {"lora_rank": 1, "lora_alpha": 32, "learning_rate": 1e-4}
+    runs: dict[str, list[tuple[list[list[float]], list[dict[str, Any]]]]] = {w: [] for w in ways}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(args.rounds):
+            for way in ways[round_ % 2 :] + ways[: round_ % 2]:
+                out = Path(folder, f"{way}-{round_}")
+                runs[way].append(
+                    train(out, args, "engine", args.steps, update_scoring=way, **recipe)
+                )
+                rows, logged = runs[way][-1]
+                print(f"round {round_ + 1} {way:<10} update s per step: "
+                      + " ".join(f"{r[3] - r[1] - r[2]:.1f}" for r in rows)
+                      + f"; step 1: grad norm {logged[0]['grad_norm']}, {int(rows[0][4])} tokens",
+                      flush=True)  # fmt: skip
+    precision = "float32" if args.float32 else "bf16 autocast"
+    print(f"GRPO update, {args.prompts} prompts x {args.generations} completions, at most "
+          f"{args.tokens} tokens, rank-1 LoRA at 1e-4, {precision}, {args.steps} steps a run, "
+          f"{args.rounds} rounds in a rotated order; update = step - generation - reward")  # fmt: skip
+    first, every = {}, {}
+    for way in ways:
+        first[way] = statistics.median(
+            rows[0][3] - rows[0][1] - rows[0][2] for rows, _ in runs[way]
+        )
+        every[way] = statistics.fmean(r[3] - r[1] - r[2] for rows, _ in runs[way] for r in rows)
+        print(f"{way:<10} step 1 (the same completions in every run): median {first[way]:.1f} s;"
+              f" every step: mean {every[way]:.1f} s")  # fmt: skip
+    print(f"TRL's update time over by-length's: step 1 {first['trl'] / first['by-length']:.2f}x,"
+          f" every step {every['trl'] / every['by-length']:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="embedded")
@@ -217,10 +269,15 @@ def main() -> None:
                         help="train in float32 (bf16 = false), as on a CPU that emulates bfloat16")  # fmt: skip
     parser.add_argument("--threads", action="store_true",
                         help="instead: rollouts through TRL's path and the engine from two threads")  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=3, help="with --threads")
+    parser.add_argument("--update", action="store_true",
+                        help="instead: the update scored by TRL and by corebench (by_length)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="with --threads or --update")
     args = parser.parse_args()
     if args.threads:
         threads(args)
+        return
+    if args.update:
+        update(args)
         return
     if args.prompts < 2:
         parser.error("--prompts must be at least 2: the check decodes a prompt beside another")
@@ -229,7 +286,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         split = {
-            path: means(train(root / path, args, path, args.steps)) for path in ("trl", "engine")
+            path: means(train(root / path, args, path, args.steps)[0]) for path in ("trl", "engine")
         }
         precision = "float32" if args.float32 else "bf16 autocast"
         print(f"GRPO step, {args.prompts} prompts x {args.generations} completions, at most "

@@ -37,6 +37,7 @@ from corebench.training.rewards import (
     run_tests,
 )
 from corebench.training.settings import EVALUATE_WITH, load_settings
+from corebench.training.update_scoring import by_length
 
 TESTS = ["assert double(2) == 4", "assert double(0) == 0", "assert double(-3) == -6"]
 
@@ -874,12 +875,11 @@ def test_update_batch_splits_a_step_into_accumulated_passes_or_refuses_a_bad_siz
         load_settings("magrpo", None, ["update_batch=4"])
 
 
-@pytest.mark.model  # the embedded model's tokenizer
-def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
+def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | None = None):
     """One step of corebench's GRPO trainer (tied groups dropped, TRL's generation) on a tiny
-    model, its 2 prompts × 4 completions in one pass or accumulated over 4 passes of 2: the same
-    completions (one generation batch, same seed), and the same weight change up to rounding
-    (plain SGD without clipping, so the change is the learning rate times the gradient)."""
+    model, 2 prompts × 4 completions in ``passes`` accumulated passes: its completions, sorted,
+    and its weight change (plain SGD without clipping, so the change is the learning rate times
+    the gradient)."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -887,39 +887,72 @@ def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
     from corebench.training.grpo import grpo_config, trainer_class
 
     tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
-    rows = Dataset.from_list([{"prompt": "def add(a, b):"}, {"prompt": "def mul(a, b):"}])
+    rows = Dataset.from_list(
+        [{"prompt": "def add(a, b):"}, {"prompt": "def multiply(first, second, third):"}]
+    )
+    texts: list[str] = []
+    lengths: list[int] = []
 
-    def reward(completions, **_):  # varies within a group, so the advantages are not all 0
+    def reward(completions, completion_ids, **_):  # varies within a group: advantages not all 0
+        texts.extend(completions)
+        lengths.extend(map(len, completion_ids))
         return [float(sum(map(ord, c)) % 7) for c in completions]
 
-    def one_step(update_batch: str) -> tuple[list[str], torch.Tensor]:
-        torch.manual_seed(0)
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
-        model = LlamaForCausalLM(config)
-        start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-        settings = load_settings(
-            "grpo", None,
-            ["steps=1", "num_generations=4", "max_completion_length=12", "learning_rate=0.1",
-             *([f"update_batch={update_batch}"] if update_batch else [])],
-        )  # fmt: skip
-        args = grpo_config(settings, tmp_path / (update_batch or "whole"))
-        args.optim, args.max_grad_norm = "sgd", 0.0  # clipping could hide a scale error
-        texts: list[str] = []
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    model = LlamaForCausalLM(config)
+    start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    settings = load_settings(
+        "grpo", None,
+        ["steps=1", "num_generations=4", "max_completion_length=12", "learning_rate=0.1", *options],
+    )  # fmt: skip
+    args = grpo_config(settings, out)
+    args.optim, args.max_grad_norm = "sgd", 0.0  # clipping could hide a scale error
+    trainer = trainer_class()(model=model, reward_funcs=[reward], args=args,
+                              train_dataset=rows, processing_class=tokenizer)  # fmt: skip
+    trainer.update_rows = update_rows
+    trainer.train()
+    assert trainer.args.gradient_accumulation_steps == passes
+    end = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return sorted(texts), end - start, sorted(lengths)
 
-        def recorded(completions, **kw):
-            texts.extend(completions)
-            return reward(completions, **kw)
 
-        trainer = trainer_class()(model=model, reward_funcs=[recorded], args=args,
-                                  train_dataset=rows, processing_class=tokenizer)  # fmt: skip
-        trainer.train()
-        assert trainer.args.gradient_accumulation_steps == (4 if update_batch else 1)
-        end = torch.cat([p.detach().flatten() for p in model.parameters()])
-        return sorted(texts), end - start
+@pytest.mark.model  # the embedded model's tokenizer
+def test_update_batch_gives_the_same_update_as_the_whole_batch(tmp_path):
+    """The step's completions in one pass or accumulated over 4 passes of 2: the same
+    completions (one generation batch, same seed) and the same weight change to rounding."""
+    import torch
 
-    whole_texts, whole = one_step("")
-    split_texts, split = one_step("2")
+    whole_texts, whole, _ = one_grpo_step(tmp_path / "whole", [])
+    split_texts, split, _ = one_grpo_step(tmp_path / "split", ["update_batch=2"], passes=4)
     assert whole_texts == split_texts and len(whole_texts) == 8
     assert whole.norm() > 0  # a step that changed nothing would match trivially
     torch.testing.assert_close(split, whole, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.model  # the embedded model's tokenizer
+def test_an_update_scored_by_length_is_trls_update(tmp_path, monkeypatch):
+    """The trainer's update scored through the override (by_length, 3 rows at a time, the
+    output head on completion tokens only) changes the weights as TRL's scoring of the whole
+    batch does, from the same completions."""
+    import torch
+
+    from corebench.training import grpo
+
+    groups: list[int] = []
+
+    def counted(score, ids, mask, keep, rows):
+        groups.append(ids.shape[0])
+        return by_length(score, ids, mask, keep, rows)
+
+    monkeypatch.setattr(grpo, "by_length", counted)
+    trl_texts, trl, _ = one_grpo_step(tmp_path / "trl", [])
+    assert groups == []
+    texts, grouped, lengths = one_grpo_step(tmp_path / "by-length", [], update_rows=3)
+    assert texts == trl_texts and len(texts) == 8
+    assert lengths == [12] * 8  # a random model's completions all reach the cap: the groups
+    # are not cut here (tests/test_update_scoring.py cuts them), only split and scored apart
+    assert groups == [8]  # the update's one pass went through by_length
+    assert trl.norm() > 0
+    torch.testing.assert_close(grouped, trl, rtol=1e-4, atol=1e-7)

@@ -26,6 +26,7 @@ from .rewards import RewardLog, TestRun, correctness, measure_passing, run_tests
 from .rollouts import ROLLOUT_BATCH
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
+from .update_scoring import UPDATE_ROWS, by_length
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
@@ -88,8 +89,9 @@ def engine_rollouts(settings: TrainSettings) -> bool:
 
 
 def trainer_class():
-    """TRL's GRPOTrainer with corebench's rollouts, DAPO's dropping of tied groups, and a clock
-    on generation (built on first use: importing TRL takes seconds)."""
+    """TRL's GRPOTrainer with corebench's rollouts, DAPO's dropping of tied groups, the update
+    scored by length on a CPU (``update_scoring``), and a clock on generation (built on first
+    use: importing TRL takes seconds)."""
     from trl import GRPOTrainer
 
     from .rollouts import row_seed
@@ -99,6 +101,7 @@ def trainer_class():
         validation_rollouts = None  # a float32 one for validation (with ``rollouts``)
         clock: StepClock | None = None
         drop_tied_groups = True
+        update_rows: int | None = None  # score the update by_length, this many rows at a time
         _calls = (-1, 0)  # (step, rollout batches generated in it)
 
         def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
@@ -126,6 +129,28 @@ def trainer_class():
             finally:
                 if self.clock is not None:
                     self.clock.add("generation", time.perf_counter() - started)
+
+        def _get_per_token_logps_and_entropies(
+            self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+        ):
+            """TRL's, computed by_length where ``update_rows`` is set (text models)."""
+            base = super()._get_per_token_logps_and_entropies
+            plain = {"batch_size", "compute_entropy", "compute_aux_loss"}
+            if (
+                not self.update_rows
+                or args
+                or kwargs.get("compute_aux_loss")
+                or getattr(self, "aux_loss_enabled", False)  # a mixture of experts: TRL's own
+                or any(v is not None for k, v in kwargs.items() if k not in plain)  # images
+            ):
+                return base(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            entropy = {k: kwargs[k] for k in ("compute_entropy",) if k in kwargs}
+
+            def score(ids, mask, keep):
+                return base(model, ids, mask, keep, **entropy)
+
+            rows = min(self.update_rows, kwargs.get("batch_size") or self.update_rows)
+            return by_length(score, input_ids, attention_mask, logits_to_keep, rows)
 
         def _generate_and_score_completions(self, inputs):
             out = super()._generate_and_score_completions(inputs)
@@ -332,6 +357,8 @@ def run_grpo(
         peft_config=lora_config(settings),
     )
     trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
+    if settings.use_cpu and settings.update_scoring == "by-length":
+        trainer.update_rows = UPDATE_ROWS
     if engine_rollouts(settings):
         trainer.rollouts = Rollouts(trainer.model, tokenizer, dtype=rollout_dtype(settings))
         if validation_rows:

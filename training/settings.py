@@ -130,6 +130,13 @@ class TrainSettings(Options):
         "rollout_dtype, continuous batching, seeded rows) or TRL's own generate; vLLM when "
         "use_vllm",
     )
+    update_scoring: Literal["by-length", "trl"] = Field(
+        "by-length",
+        description="how a GRPO update (grpo, pta, corecode) computes its completions' "
+        "log-probabilities on the CPU: by-length (a few rows of like length at a time, each "
+        "group cut after the last column it uses, the output head on completion tokens only; the same "
+        "to rounding) or trl (TRL's own: the whole batch padded to its longest row)",
+    )
     rollout_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         "auto",
         description="the type the engine's rollouts and the prompt filter decode in on the CPU: "
