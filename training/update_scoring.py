@@ -60,16 +60,16 @@ def by_length(score: Score, input_ids: Any, attention_mask: Any, logits_to_keep:
     ends = width - attention_mask.bool().flip(1).int().argmax(1)
     order = torch.argsort(ends, descending=True, stable=True)
     logps, entropies = [], []
-    for start in range(0, len(order), rows):
-        group = order[start : start + rows]
-        keep = max(int(ends[group].max()) - prompt_end, 1)  # completion columns the group uses
-        with labelled_tokens_only():
+    with labelled_tokens_only():
+        for start in range(0, len(order), rows):
+            group = order[start : start + rows]
+            keep = max(int(ends[group].max()) - prompt_end, 1)  # completion columns it uses
+            columns = prompt_end + keep
             lp, entropy, _ = score(
-                input_ids[group, : prompt_end + keep], attention_mask[group, : prompt_end + keep],
-                keep,
-            )  # fmt: skip
-        logps.append(F.pad(lp, (0, logits_to_keep - keep)))
-        if entropy is not None:
-            entropies.append(F.pad(entropy, (0, logits_to_keep - keep)))
+                input_ids[group, :columns], attention_mask[group, :columns], keep
+            )
+            logps.append(F.pad(lp, (0, logits_to_keep - keep)))
+            if entropy is not None:
+                entropies.append(F.pad(entropy, (0, logits_to_keep - keep)))
     back = torch.argsort(order)
     return torch.cat(logps)[back], torch.cat(entropies)[back] if entropies else None, None
