@@ -5,7 +5,7 @@ training used before) and through corebench's decode engine (``rollouts = "engin
 
     COREBENCH_DATA_DIR=../shared/data .venv/bin/python measurements/grpo_step_split.py \\
         [--model embedded] [--steps 4] [--generations 8] [--prompts 2] [--tokens 256] [--float32]
-        [--threads [--rounds 3]] [--update [--rounds 3]]
+        [--threads [--rounds 3]] [--update [--rounds 3] [--method grpo|magrpo]]
 
 Each run is ``corebench train grpo`` in a process of its own (timings from the run's own
 ``timing.txt``: wall-clock seconds around TRL's generation call and the reward call, and the
@@ -25,13 +25,15 @@ process's voluntary context switches during the call (``getrusage``: GNU OpenMP 
 workers by system call shows there), and whether the engine gave the same tokens from either
 thread. Run it alone: it times wall clock.
 
-``--update`` instead trains the same short run (rank-1 LoRA at 1e-4, engine rollouts) with the
-update's log-probabilities computed by TRL over the whole padded batch (``update_scoring =
-"trl"``) and by corebench a few rows of like length at a time (``"by-length"``,
+``--update`` instead trains the same short run (``--method``: GRPO, or MAGRPO's pair on one
+prompt a step; rank-1 LoRA at 1e-4, engine rollouts) with the update's log-probabilities
+computed over the whole padded batch (``update_scoring = "trl"``: TRL's own; for MAGRPO one
+forward pass per group) and a few rows of like length at a time (``"by-length"``,
 ``training/update_scoring.py``), runs in a rotated order, and prints each step's update time
-(the step less generation and reward: forward, backward, optimizer) and TRL's logged gradient
-norm at step 1, whose completions are the same in every run (same seed and weights), as are its
-gradients if the two ways agree.
+(the step less generation and reward: forward, backward, optimizer) and the gradient norm of
+the first update (MAGRPO's: the helper's), at the first step that updates (GRPO's first,
+MAGRPO's second), whose completions are the same in every run (same seed and weights), as are
+its gradients if the two ways agree.
 """
 
 from __future__ import annotations
@@ -56,14 +58,21 @@ CLI = [sys.executable, "-m", "corebench.harness.cli"]
 
 
 def train(
-    out: Path, args: argparse.Namespace, rollouts: str, steps: int, **extra: Any
+    out: Path,
+    args: argparse.Namespace,
+    rollouts: str,
+    steps: int,
+    method: str = "grpo",
+    **extra: Any,
 ) -> tuple[list[list[float]], list[dict[str, Any]]]:
-    """A ``corebench train grpo`` run's step timings and TRL's logged metrics per step."""
+    """A ``corebench train METHOD`` run's step timings and its gradient norms per step (TRL's
+    logged metrics; MAGRPO's ``grad_norms.txt``)."""
     settings = {
         "model": args.model,
         "steps": steps,
         "num_generations": args.generations,
-        "prompts_per_step": args.prompts,
+        # MAGRPO trains on one prompt a step
+        **({"prompts_per_step": args.prompts} if method != "magrpo" else {}),
         "max_completion_length": args.tokens,
         "temperature": 1.0,
         "learning_rate": 2e-6,
@@ -74,10 +83,14 @@ def train(
         "seed": 0,
         **extra,
     }
-    command = [*CLI, "train", "grpo", "--out", str(out)]
+    command = [*CLI, "train", method, "--out", str(out)]
     for key, value in settings.items():
         command += ["--set", f"{key}={json.dumps(value)}"]
     done = subprocess.run(command, check=True, capture_output=True, text=True)
+    if method == "magrpo":
+        return read_rows(out / "timing.txt"), [
+            {"grad_norm": norm} for _, norm in read_rows(out / "grad_norms.txt")
+        ]
     logged = [
         ast.literal_eval(line)
         for line in (done.stdout + done.stderr).splitlines()
@@ -226,36 +239,51 @@ def threads(args: argparse.Namespace) -> None:
 
 
 def update(args: argparse.Namespace) -> None:
-    """``--update``: the same run with the update scored by TRL and by corebench (by_length)."""
+    """``--update``: the same run with the update scored whole and by corebench (by_length)."""
     ways = ("trl", "by-length")
     recipe = {"lora_rank": 1, "lora_alpha": 32, "learning_rate": 1e-4}
+    # the first step that updates, whose completions are the same in every run: GRPO's first;
+    # MAGRPO's second (comlrl updates an agent once its buffer holds rollout_buffer_size = 2
+    # samples, one a step)
+    first_update = 1 if args.method == "magrpo" else 0
+    if args.steps <= first_update:
+        raise SystemExit(
+            f"--update --method {args.method} needs --steps {first_update + 1} or more"
+        )
     runs: dict[str, list[tuple[list[list[float]], list[dict[str, Any]]]]] = {w: [] for w in ways}
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(args.rounds):
             for way in ways[round_ % 2 :] + ways[: round_ % 2]:
                 out = Path(folder, f"{way}-{round_}")
                 runs[way].append(
-                    train(out, args, "engine", args.steps, update_scoring=way, **recipe)
+                    train(
+                        out, args, "engine", args.steps, args.method, update_scoring=way, **recipe
+                    )  # fmt: skip
                 )
                 rows, logged = runs[way][-1]
+                norm = logged[0]["grad_norm"] if logged else "none (no update)"
                 print(f"round {round_ + 1} {way:<10} update s per step: "
                       + " ".join(f"{r[3] - r[1] - r[2]:.1f}" for r in rows)
-                      + f"; step 1: grad norm {logged[0]['grad_norm']}, {int(rows[0][4])} tokens",
+                      + f"; first update's grad norm {norm} (MAGRPO: the helper's), step "
+                      f"{first_update + 1}: {int(rows[first_update][4])} tokens",
                       flush=True)  # fmt: skip
     precision = "float32" if args.float32 else "bf16 autocast"
-    print(f"GRPO update, {args.prompts} prompts x {args.generations} completions, at most "
+    prompts = 1 if args.method == "magrpo" else args.prompts
+    print(f"{args.method} update, {prompts} prompts x {args.generations} completions, at most "
           f"{args.tokens} tokens, rank-1 LoRA at 1e-4, {precision}, {args.steps} steps a run, "
           f"{args.rounds} rounds in a rotated order; update = step - generation - reward")  # fmt: skip
     first, every = {}, {}
     for way in ways:
         first[way] = statistics.median(
-            rows[0][3] - rows[0][1] - rows[0][2] for rows, _ in runs[way]
+            rows[first_update][3] - rows[first_update][1] - rows[first_update][2]
+            for rows, _ in runs[way]
         )
         every[way] = statistics.fmean(r[3] - r[1] - r[2] for rows, _ in runs[way] for r in rows)
-        print(f"{way:<10} step 1 (the same completions in every run): median {first[way]:.1f} s;"
-              f" every step: mean {every[way]:.1f} s")  # fmt: skip
-    print(f"TRL's update time over by-length's: step 1 {first['trl'] / first['by-length']:.2f}x,"
-          f" every step {every['trl'] / every['by-length']:.2f}x")  # fmt: skip
+        print(f"{way:<10} step {first_update + 1} (the first update, the same completions in "
+              f"every run): median {first[way]:.1f} s; every step: mean {every[way]:.1f} s")  # fmt: skip
+    print(f"whole batch's update time over by-length's: step {first_update + 1} "
+          f"{first['trl'] / first['by-length']:.2f}x, every step "
+          f"{every['trl'] / every['by-length']:.2f}x")  # fmt: skip
 
 
 def main() -> None:
@@ -272,6 +300,9 @@ def main() -> None:
     parser.add_argument("--update", action="store_true",
                         help="instead: the update scored by TRL and by corebench (by_length)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="with --threads or --update")
+    parser.add_argument("--method", choices=("grpo", "magrpo"), default="grpo",
+                        help="with --update: the trainer timed (magrpo: one prompt a step, "
+                        "both agents' updates)")  # fmt: skip
     args = parser.parse_args()
     if args.threads:
         threads(args)

@@ -47,7 +47,7 @@ COMPARISONS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
         "nucleus search": [],
     },
     "prompts": {
-        "computed": [(engine, "PROMPT_BYTES", 0), (engine, "_accepts", lambda *_: False)],
+        "computed": [(engine, "PROMPT_BYTES", 0), (engine, "accepts_argument", lambda *_: False)],
         "kept": [],
     },
     "batch": {"batch 32": [], "batch 128": []},  # the rows decoded together: BATCHES

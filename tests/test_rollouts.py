@@ -123,9 +123,20 @@ def tiny_model():
     return LlamaForCausalLM(config).eval()
 
 
-def test_group_loss_is_the_token_mean_of_advantage_weighted_log_probabilities(tiny_model):
+@pytest.mark.parametrize(
+    ("rows", "head_keeps"), [(None, True), (2, True), (2, False)], ids=["whole", "by-length",
+                                                                       "all-logits"]
+)  # fmt: skip
+def test_group_loss_is_the_token_mean_of_advantage_weighted_log_probabilities(
+    tiny_model, monkeypatch, rows, head_keeps
+):
     """By hand, one sequence at a time: −Σ_i A_i Σ_t log π(c_it | prompt, c_i<t) / Σ_i T_i (a
-    mean over tokens, where comlrl sums each completion's tokens)."""
+    mean over tokens, where comlrl sums each completion's tokens); scored whole (None) or by
+    length two rows at a time (the longest two together, the third cut after its one token),
+    with the whole batch's gradients; the head on completion positions only, or on every
+    position for a model whose forward takes no ``logits_to_keep``."""
+    from corebench.harness.decoding import engine
+
     prompt = torch.tensor([1, 2, 3, 4])
     completions = [torch.tensor([5, 6, 7]), torch.tensor([8]), torch.tensor([9, 10, 11, 12, 2])]
     advantages = torch.tensor([1.0, -0.5, 0.25])
@@ -137,10 +148,36 @@ def test_group_loss_is_the_token_mean_of_advantage_weighted_log_probabilities(ti
             logps = torch.log_softmax(logits[len(prompt) - 1 : -1].float(), dim=-1)
             total += float(a) * float(logps.gather(-1, c.unsqueeze(-1)).sum())
             tokens += len(c)
-    loss = group_loss(tiny_model, prompt, completions, advantages)
+    whole = [torch.zeros_like(p) for p in tiny_model.parameters()]
+    if rows is not None:  # the whole batch's gradients, to compare with
+        group_loss(tiny_model, prompt, completions, advantages).backward()
+        whole = [p.grad.clone() for p in tiny_model.parameters()]
+        tiny_model.zero_grad()
+    monkeypatch.setattr(engine, "accepts_argument", lambda *_: head_keeps)
+    calls: list[tuple[tuple[int, ...], int]] = []  # each forward's input shape, head positions
+
+    def record(_, args, kwargs, out):
+        calls.append((tuple(kwargs["input_ids"].shape), out.logits.size(1)))
+
+    hook = tiny_model.register_forward_hook(record, with_kwargs=True)
+    try:
+        loss = group_loss(tiny_model, prompt, completions, advantages, rows)
+    finally:
+        hook.remove()
     assert float(loss) == pytest.approx(-total / tokens, rel=1e-5)
+    # the head on completion positions only (the longest's 5 tokens and the prompt's last), or
+    # on every position
+    passes = {
+        (None, True): [((3, 9), 6)],
+        (2, True): [((2, 9), 6), ((1, 5), 2)],
+        (2, False): [((2, 9), 9), ((1, 5), 5)],
+    }
+    assert calls == passes[rows, head_keeps]
     loss.backward()
     assert all(p.grad is not None for p in tiny_model.parameters() if p.requires_grad)
+    if rows is not None:
+        for param, expected in zip(tiny_model.parameters(), whole, strict=True):
+            torch.testing.assert_close(param.grad, expected, rtol=1e-5, atol=1e-7)
     tiny_model.zero_grad()
 
 

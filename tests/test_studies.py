@@ -658,8 +658,10 @@ def test_tuning_s_evaluation_on_training_tasks_samples_the_tasks_the_run_trained
     if method == "corecode":  # the planner from a checkpoint of its own (here: another path)
         (tmp_path / "planner-start").symlink_to(local_checkpoint("embedded"))
         start = f"planner=hf:{tmp_path / 'planner-start'},coder={start}"
+    # float32 (the bases train in bfloat16, which a CPU without it emulates several times slower)
     tried = ("steps=1 num_generations=2 prompts_per_step=3 filter_samples=0 validation_tasks=2 "
-             "tasks_limit=3 max_completion_length=16 validation_every=1 save_steps=1")  # fmt: skip
+             "tasks_limit=3 max_completion_length=16 validation_every=1 save_steps=1 "
+             "bf16=false")  # fmt: skip
     result = subprocess.run(
         [sys.executable, str(ROOT / "measurements" / "tune_validation.py"), method,
          "--base", str(ROOT / "studies" / "tuning" / f"{method}.toml"), "--out", str(tmp_path),

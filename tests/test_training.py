@@ -66,6 +66,10 @@ def test_settings_from_toml_and_overrides(tmp_path):
     assert load_settings("magrpo", None, ["lora_rank=8"]).lora_rank == 8
     with pytest.raises(CorebenchError, match="lora_rank: sft trains every weight"):
         load_settings("sft", None, ["lora_rank=8"])  # the SFT trainer trains every weight
+    assert load_settings("magrpo", None, ['update_scoring="trl"']).update_scoring == "trl"
+    assert load_settings("sft").update_scoring == "by-length"  # a default it does not read
+    with pytest.raises(CorebenchError, match="update_scoring: sft does not read it"):
+        load_settings("sft", None, ['update_scoring="trl"'])
 
 
 def test_mbpp_train_split_excludes_evaluation_tasks(data_dir):
@@ -875,11 +879,12 @@ def test_update_batch_splits_a_step_into_accumulated_passes_or_refuses_a_bad_siz
         load_settings("magrpo", None, ["update_batch=4"])
 
 
-def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | None = None):
+def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | None = None,
+                  watch=None):  # fmt: skip
     """One step of corebench's GRPO trainer (tied groups dropped, TRL's generation) on a tiny
     model, 2 prompts × 4 completions in ``passes`` accumulated passes: its completions, sorted,
     and its weight change (plain SGD without clipping, so the change is the learning rate times
-    the gradient)."""
+    the gradient). ``watch(model)`` is called before training."""
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -902,6 +907,8 @@ def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | N
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
     model = LlamaForCausalLM(config)
+    if watch is not None:
+        watch(model)
     start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
     settings = load_settings(
         "grpo", None,
@@ -956,3 +963,27 @@ def test_an_update_scored_by_length_is_trls_update(tmp_path, monkeypatch):
     assert groups == [8]  # the update's one pass went through by_length
     assert trl.norm() > 0
     torch.testing.assert_close(grouped, trl, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.model  # the embedded model's tokenizer
+def test_bf16_trains_the_update_under_bfloat16_autocast(tmp_path):
+    """``bf16 = true`` reaches the update: its forward passes with gradients run in bfloat16
+    over the float32 weights, which the step moves (the studies' smoke scale trains in float32,
+    so this is where CI sees it)."""
+    import torch
+
+    seen: set[torch.dtype] = set()  # the MLP's output type in forward passes with gradients
+    models = []
+
+    def watch(model):
+        models.append(model)
+        model.model.layers[0].mlp.down_proj.register_forward_hook(
+            lambda _m, _i, out: seen.add(out.dtype) if torch.is_grad_enabled() else None
+        )
+
+    _, changed, _ = one_grpo_step(tmp_path / "bf16", ["bf16=true"], watch=watch)
+    assert seen == {torch.bfloat16}
+    assert changed.norm() > 0 and all(p.dtype == torch.float32 for p in models[0].parameters())
+    seen.clear()
+    one_grpo_step(tmp_path / "float32", [], watch=watch)
+    assert seen == {torch.float32}

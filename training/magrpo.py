@@ -16,7 +16,8 @@ comlrl's trainer is used with four of its steps replaced (``corebench_trainer``)
   few hundred times a token's, which is why the training-effect study's MAGRPO steps had a
   median gradient norm of 259 (TRL's GRPO: 0.77). Here, as in TRL's ``dapo`` loss, the
   advantage-weighted log-probabilities of the real completion tokens are divided by their
-  count, computed in one forward pass per group;
+  count; on the CPU the completions are scored by length, as GRPO's are (``update_scoring``,
+  ``update_scoring.by_length``), the output head on completion tokens only;
 - **gradient clipping** at ``max_grad_norm`` (comlrl clips nothing), in the optimizer's pre-step
   hook that also logs each update's norm before clipping;
 - **tied groups** (every completion rewarded alike, advantages zero) are left out of the update,
@@ -61,9 +62,10 @@ from .rewards import (
     pair_shape,
     run_tests,
 )
-from .rollouts import Rollouts, rollout_dtype, row_seed
+from .rollouts import Rollouts, is_lora, rollout_dtype, row_seed
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
+from .update_scoring import UPDATE_ROWS, by_length
 
 ROLES = ("helper", "main")
 STATE = "trainer-state"  # comlrl's resumable checkpoints, one per finished epoch (the last kept)
@@ -83,6 +85,7 @@ def corebench_trainer(base: type) -> type:
         rollouts: list[Rollouts] | None = None  # one per agent; None: comlrl's generate
         validation_rollouts: list[Rollouts] | None = None  # float32, one per agent (with them)
         clock: StepClock | None = None
+        update_rows: int | None = None  # group_loss's rows scored together; None: all at once
         seed = 0
         _calls: dict[tuple[int, int], int] = {}  # rollout batches per (step, agent)
         _clock_step = -1
@@ -174,11 +177,13 @@ def corebench_trainer(base: type) -> type:
             prompt = completions_data["prompt_input_ids"][0].to(device)
             ids = completions_data["completion_input_ids"]
             completions = [t.to(device) for t in (ids[0] if isinstance(ids[0], list) else ids)]
-            completions = [c for c in completions[: len(advantages)] if len(c)]
-            if not completions:
+            kept = [i for i, c in enumerate(completions[: len(advantages)]) if len(c)]
+            if not kept:
                 return torch.zeros((), device=device, requires_grad=True)
             agent.train()
-            return group_loss(agent, prompt, completions, advantages[: len(completions)])
+            return group_loss(
+                agent, prompt, [completions[i] for i in kept], advantages[kept], self.update_rows
+            )
 
         def _update_from_samples(self, agent_idx, samples):
             varied = [s for s in samples if len(set(s.returns)) > 1]
@@ -188,14 +193,19 @@ def corebench_trainer(base: type) -> type:
     return CorebenchMAGRPO
 
 
-def group_loss(agent: Any, prompt: Any, completions: list[Any], advantages: Any) -> Any:
-    """The group's policy-gradient loss, one forward pass: each sequence is the prompt and its
-    completion (right-padded), and token t of completion i is predicted at position
-    len(prompt) + t − 1."""
+def group_loss(agent: Any, prompt: Any, completions: list[Any], advantages: Any,
+               rows: int | None = None) -> Any:  # fmt: skip
+    """The group's policy-gradient loss: each sequence is the prompt and its completion
+    (right-padded), token t of completion i predicted at position len(prompt) + t − 1, the
+    output head on completion positions only. ``rows``: scored ``by_length``, that many
+    sequences at a time (the same to rounding); None: all in one forward pass."""
     import torch
 
+    from corebench.harness.decoding.engine import accepts_argument
+
     lengths = [len(c) for c in completions]
-    width = len(prompt) + max(lengths)
+    keep = max(lengths)
+    width = len(prompt) + keep
     pad = 0
     inputs = torch.full((len(completions), width), pad, dtype=torch.long, device=prompt.device)
     mask = torch.zeros_like(inputs)
@@ -203,12 +213,20 @@ def group_loss(agent: Any, prompt: Any, completions: list[Any], advantages: Any)
         inputs[i, : len(prompt)] = prompt
         inputs[i, len(prompt) : len(prompt) + len(c)] = c
         mask[i, : len(prompt) + len(c)] = 1
-    logits = agent(input_ids=inputs, attention_mask=mask, use_cache=False).logits
-    # positions len(prompt) − 1 ... width − 2 predict the completion tokens
-    predicted = logits[:, len(prompt) - 1 : width - 1, :].float()
-    targets = inputs[:, len(prompt) :]
+    head_keeps = accepts_argument(agent.get_base_model() if is_lora(agent) else agent,
+                                  "logits_to_keep")  # fmt: skip
+
+    def score(ids: Any, ids_mask: Any, columns: int) -> tuple[Any, None, None]:
+        """Log-probabilities of the last ``columns`` tokens of ``ids``."""
+        extra = {"logits_to_keep": columns + 1} if head_keeps else {}
+        logits = agent(input_ids=ids, attention_mask=ids_mask, use_cache=False, **extra).logits
+        predicted = logits[:, -columns - 1 : -1, :].float()
+        targets = ids[:, -columns:]
+        logps = torch.log_softmax(predicted, dim=-1).gather(-1, targets.unsqueeze(-1))
+        return logps.squeeze(-1), None, None
+
+    logps = (by_length(score, inputs, mask, keep, rows) if rows else score(inputs, mask, keep))[0]
     token_mask = mask[:, len(prompt) :].float()
-    logps = torch.log_softmax(predicted, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     weighted = (logps * token_mask).sum(dim=1) * advantages.to(logps.dtype)
     return -weighted.sum() / token_mask.sum().clamp(min=1.0)
 
@@ -398,6 +416,8 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         ),
     )
     trainer.clock, trainer.seed = clock, settings.seed
+    if settings.use_cpu and settings.update_scoring == "by-length":
+        trainer.update_rows = UPDATE_ROWS
     if settings.use_cpu and settings.rollouts == "engine":
         dtype = rollout_dtype(settings)
         trainer.rollouts = [Rollouts(agent, tokenizer, dtype=dtype) for agent in trainer.agents]

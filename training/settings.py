@@ -31,7 +31,7 @@ EVALUATE_WITH = {
     "sft": "corecode",
 }
 METHODS = tuple(EVALUATE_WITH)
-LORA_METHODS = ("grpo", "pta", "corecode", "magrpo")  # all but SFT
+RL_METHODS = ("grpo", "pta", "corecode", "magrpo")  # all but SFT: a policy-gradient update
 TRL_GRPO_METHODS = ("grpo", "pta", "corecode")  # trained by TRL's GRPOTrainer (run_grpo)
 SINGLE_MODEL_SYSTEM = EVALUATE_WITH["grpo"]  # SFT's `model` role answers `direct`'s prompt
 
@@ -132,10 +132,11 @@ class TrainSettings(Options):
     )
     update_scoring: Literal["by-length", "trl"] = Field(
         "by-length",
-        description="how a GRPO update (grpo, pta, corecode) computes its completions' "
+        description="how an update (grpo, pta, corecode, magrpo) computes its completions' "
         "log-probabilities on the CPU: by-length (a few rows of like length at a time, each "
-        "group cut after the last column it uses, the output head on completion tokens only; the same "
-        "to rounding) or trl (TRL's own: the whole batch padded to its longest row)",
+        "group cut after the last column it uses, the output head on completion tokens only; "
+        "the same to rounding) or trl (the whole batch padded to its longest row: TRL's own, "
+        "and for magrpo one forward pass per group)",
     )
     rollout_dtype: Literal["auto", "bfloat16", "float32"] = Field(
         "auto",
@@ -241,10 +242,14 @@ class TrainSettings(Options):
             raise CorebenchError("num_generations must be at least 2 (group-relative advantages)")
         if self.update_batch:
             self._check_update_batch(self.update_batch)
-        if self.lora_rank and self.method not in LORA_METHODS:
+        if "update_scoring" in self.model_fields_set and self.method not in RL_METHODS:
             raise CorebenchError(
-                f"lora_rank: {self.method} trains every weight; LoRA is for "
-                f"{', '.join(LORA_METHODS)}"
+                f"update_scoring: {self.method} does not read it; it is how the update of "
+                f"{', '.join(RL_METHODS)} scores its completions"
+            )
+        if self.lora_rank and self.method not in RL_METHODS:
+            raise CorebenchError(
+                f"lora_rank: {self.method} trains every weight; LoRA is for {', '.join(RL_METHODS)}"
             )
         return self
 

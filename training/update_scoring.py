@@ -1,4 +1,5 @@
-"""How a GRPO update scores its completions on the CPU: rows of like length together.
+"""How an update scores its completions on the CPU: rows of like length together (GRPO's
+through TRL, ``CorebenchGRPOTrainer``; MAGRPO's, ``magrpo.group_loss``).
 
 TRL pads a step's completions to the longest and computes the update's per-token
 log-probabilities over the whole padded batch; on a CPU, TRL 1.16's fused output head also

@@ -284,7 +284,7 @@ class DecodeEngine:
         # the output head's scores for the last prompt position only, where the model can, as
         # ``generate`` asks for them (the other positions' are never used; in float32 the
         # one-row product rounds slightly otherwise than that row of the whole prompt's)
-        self._last_logits = _accepts(model, "logits_to_keep")
+        self._last_logits = accepts_argument(model, "logits_to_keep")
         self._waiting: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -665,7 +665,7 @@ class DecodeEngine:
         self._next = torch.zeros(0, dtype=torch.long, device=self.device)
 
 
-def _accepts(model: Any, argument: str) -> bool:
+def accepts_argument(model: Any, argument: str) -> bool:
     """Whether ``model``'s forward takes ``argument``."""
     try:
         return argument in inspect.signature(model.forward).parameters
