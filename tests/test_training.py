@@ -68,6 +68,11 @@ def test_settings_from_toml_and_overrides(tmp_path):
         load_settings("sft", None, ["lora_rank=8"])  # the SFT trainer trains every weight
     assert load_settings("magrpo", None, ['update_scoring="trl"']).update_scoring == "trl"
     assert load_settings("sft").update_scoring == "by-length"  # a default it does not read
+    from corebench.training.update_scoring import UPDATE_ROWS, update_rows
+
+    assert update_rows(load_settings("magrpo")) == UPDATE_ROWS  # on a CPU, by length
+    assert update_rows(load_settings("grpo", None, ['update_scoring="trl"'])) is None
+    assert update_rows(load_settings("grpo", None, ["use_cpu=false"])) is None
     with pytest.raises(CorebenchError, match="update_scoring: sft does not read it"):
         load_settings("sft", None, ['update_scoring="trl"'])
 

@@ -26,7 +26,7 @@ from .rewards import RewardLog, TestRun, correctness, measure_passing, run_tests
 from .rollouts import ROLLOUT_BATCH
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
-from .update_scoring import UPDATE_ROWS, by_length
+from .update_scoring import by_length, update_rows
 
 # reward(completions, rows) -> one float per completion; rows are the dataset rows it answers
 RewardFn = Callable[[list[str], list[dict[str, Any]]], list[float]]
@@ -357,8 +357,7 @@ def run_grpo(
         peft_config=lora_config(settings),
     )
     trainer.clock, trainer.drop_tied_groups = clock, settings.drop_tied_groups
-    if settings.use_cpu and settings.update_scoring == "by-length":
-        trainer.update_rows = UPDATE_ROWS
+    trainer.update_rows = update_rows(settings)
     if engine_rollouts(settings):
         trainer.rollouts = Rollouts(trainer.model, tokenizer, dtype=rollout_dtype(settings))
         if validation_rows:

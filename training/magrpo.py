@@ -65,7 +65,7 @@ from .rewards import (
 from .rollouts import Rollouts, is_lora, rollout_dtype, row_seed
 from .settings import EVALUATE_WITH, TrainSettings
 from .systems import system
-from .update_scoring import UPDATE_ROWS, by_length
+from .update_scoring import by_length, update_rows
 
 ROLES = ("helper", "main")
 STATE = "trainer-state"  # comlrl's resumable checkpoints, one per finished epoch (the last kept)
@@ -416,8 +416,7 @@ def train_magrpo(settings: TrainSettings) -> dict[str, Path]:
         ),
     )
     trainer.clock, trainer.seed = clock, settings.seed
-    if settings.use_cpu and settings.update_scoring == "by-length":
-        trainer.update_rows = UPDATE_ROWS
+    trainer.update_rows = update_rows(settings)
     if settings.use_cpu and settings.rollouts == "engine":
         dtype = rollout_dtype(settings)
         trainer.rollouts = [Rollouts(agent, tokenizer, dtype=dtype) for agent in trainer.agents]

@@ -25,6 +25,12 @@ UPDATE_ROWS = 4  # rows scored together (measurements/grpo_step_split.py --updat
 Score = Callable[[Any, Any, int], tuple[Any, Any, Any]]
 
 
+def update_rows(settings: Any) -> int | None:
+    """The rows an update scores together under ``settings``: ``UPDATE_ROWS`` on a CPU with
+    ``update_scoring = "by-length"``, else None (the whole batch at once)."""
+    return UPDATE_ROWS if settings.use_cpu and settings.update_scoring == "by-length" else None
+
+
 @contextlib.contextmanager
 def labelled_tokens_only() -> Iterator[None]:
     """TRL's fused output head scoring only the positions with a label on the CPU too.
