@@ -114,3 +114,46 @@ def test_the_output_head_scores_only_labelled_tokens_on_the_cpu(model, monkeypat
     used = mask[:, -keep:].bool()
     torch.testing.assert_close(labelled[used], plain[used])
     assert not utils._use_triton(torch.device("cpu"))  # put back afterwards
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "kwargs", "aux_enabled", "grouped"),
+    [
+        (4, (), {"batch_size": 8, "compute_entropy": True}, False, True),
+        (4, (), {"pixel_values": None, "token_type_ids": None}, False, True),  # a text model's
+        (None, (), {}, False, False),  # update_scoring = "trl", or not on a CPU
+        (4, (), {"compute_aux_loss": True}, False, False),
+        (4, (), {}, True, False),  # a mixture of experts' router loss
+        (4, (), {"pixel_values": torch.zeros(8, 3)}, False, False),  # images
+        (4, (), {"token_type_ids": torch.zeros(8, 8, dtype=torch.long)}, False, False),
+        (4, (8,), {}, False, False),  # an argument this TRL does not name
+    ],
+)
+def test_the_trainer_scores_by_length_only_what_by_length_covers(
+    monkeypatch, rows, extra, kwargs, aux_enabled, grouped
+):
+    """``CorebenchGRPOTrainer``'s override hands TRL the whole batch wherever by_length would
+    not give TRL's values: no rows set, an auxiliary loss, a model with images or token types,
+    or an argument it does not know."""
+    from trl import GRPOTrainer
+
+    from corebench.training.grpo import trainer_class
+
+    calls: list[tuple[int, ...]] = []
+
+    def trl_own(self, model, ids, mask, keep, *args, **kw):
+        calls.append(tuple(ids.shape))
+        return torch.zeros(ids.shape[0], keep), None, None
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", trl_own)
+    trainer = object.__new__(trainer_class())  # the override alone: no model or data needed
+    trainer.update_rows, trainer.aux_loss_enabled = rows, aux_enabled
+    ids, mask, keep = batch([3, 3, 3, 3, 3, 3, 3, 3], [5, 2, 4, 1, 5, 3, 2, 4])
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(
+        None, ids, mask, keep, *extra, **kwargs
+    )
+    assert logps.shape == (8, keep)
+    if grouped:  # two groups of 4, each cut after the last completion column its rows use
+        assert calls == [(4, 3 + 5), (4, 3 + 3)]
+    else:
+        assert calls == [tuple(ids.shape)]
