@@ -992,3 +992,50 @@ def test_bf16_trains_the_update_under_bfloat16_autocast(tmp_path):
     seen.clear()
     one_grpo_step(tmp_path / "float32", [], watch=watch)
     assert seen == {torch.float32}
+
+
+@pytest.mark.model  # the embedded model's tokenizer
+def test_magrpo_bf16_runs_comlrls_loop_under_bfloat16_autocast(tmp_path, data_dir, monkeypatch):
+    """``bf16 = true`` reaches MAGRPO's training loop: comlrl's ``train`` runs inside bfloat16
+    autocast, where an agent's forward passes with gradients compute in bfloat16 over float32
+    weights; without it, in float32. (comlrl's loop itself is replaced here by that forward.)"""
+    import torch
+    from comlrl.trainers.reinforce import MAGRPOTrainer
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from corebench.training.magrpo import train_magrpo
+
+    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    tiny = tmp_path / "tiny"
+    LlamaForCausalLM(config).save_pretrained(tiny)
+    tokenizer.save_pretrained(tiny)
+    seen: dict[str, set] = {}
+
+    class Stopped(Exception):
+        pass
+
+    def loop(self, *args, **kwargs):
+        agent = self.agents[0]
+        outputs: set[torch.dtype] = set()
+        agent.model.layers[0].mlp.down_proj.register_forward_hook(
+            lambda _m, _i, out: outputs.add(out.dtype)
+        )
+        with torch.enable_grad():
+            agent(input_ids=torch.tensor([[1, 2, 3]]))
+        seen["outputs"], seen["weights"] = outputs, {p.dtype for p in agent.parameters()}
+        raise Stopped
+
+    monkeypatch.setattr(MAGRPOTrainer, "train", loop)
+    for bf16, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        settings = load_settings(
+            "magrpo", None,
+            [f"model=hf:{tiny}", f"out={tmp_path / str(bf16)}", f"bf16={str(bf16).lower()}",
+             "steps=1", "tasks_limit=2", "filter_samples=0", "validation_tasks=0",
+             f"data_dir={data_dir}"],
+        )  # fmt: skip
+        with pytest.raises(Stopped):
+            train_magrpo(settings)
+        assert seen.pop("outputs") == {expected}
+        assert seen.pop("weights") == {torch.float32}
