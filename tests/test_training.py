@@ -1039,3 +1039,49 @@ def test_magrpo_bf16_runs_comlrls_loop_under_bfloat16_autocast(tmp_path, data_di
             train_magrpo(settings)
         assert seen.pop("outputs") == {expected}
         assert seen.pop("weights") == {torch.float32}
+
+
+@pytest.mark.model  # the embedded model's tokenizer
+def test_sft_bf16_trains_under_bfloat16_autocast(tmp_path, data_dir, monkeypatch):
+    """``bf16 = true`` reaches SFT's loss (TRL's ``SFTConfig(bf16=...)``): its forward passes
+    compute in bfloat16 over float32 weights, which the step moves; without it, in float32."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import SFTTrainer
+
+    from corebench.training.sft import train_sft
+
+    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    tiny = tmp_path / "tiny"
+    LlamaForCausalLM(config).save_pretrained(tiny)
+    tokenizer.save_pretrained(tiny)
+    seen: dict[str, set] = {"outputs": set(), "weights": set()}
+    compute_loss = SFTTrainer.compute_loss
+
+    def watched(self, model, *args, **kwargs):
+        hook = model.model.layers[0].mlp.down_proj.register_forward_hook(
+            lambda _m, _i, out: seen["outputs"].add(out.dtype)
+        )
+        seen["weights"] |= {p.dtype for p in model.parameters()}
+        try:
+            return compute_loss(self, model, *args, **kwargs)
+        finally:
+            hook.remove()
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", watched)
+    before = load_file(tiny / "model.safetensors")
+    for bf16, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        settings = load_settings(
+            "sft", None,
+            [f"model=hf:{tiny}", f"out={tmp_path / str(bf16)}", f"bf16={str(bf16).lower()}",
+             "steps=1", "tasks_limit=2", "prompts_per_step=2", "validation_tasks=0",
+             'sft_roles=["model"]', "learning_rate=0.01", f"data_dir={data_dir}"],
+        )  # fmt: skip
+        final = train_sft(settings)["model"]
+        assert seen["outputs"] == {expected} and seen["weights"] == {torch.float32}
+        after = load_file(final / "model.safetensors")
+        assert any(not torch.equal(after[name], before[name]) for name in before)
+        seen["outputs"].clear(), seen["weights"].clear()
