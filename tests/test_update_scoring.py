@@ -116,33 +116,41 @@ def test_the_output_head_scores_only_labelled_tokens_on_the_cpu(model, monkeypat
     assert not utils._use_triton(torch.device("cpu"))  # put back afterwards
 
 
+WHOLE = [(8, 8)]  # TRL's own call: every row, every column
+BY_FOUR = [(4, 3 + 5), (4, 3 + 3)]  # groups of 4, each cut after the last column its rows use
+
+
 @pytest.mark.parametrize(
-    ("rows", "extra", "kwargs", "aux_enabled", "grouped"),
+    ("rows", "extra", "kwargs", "aux_enabled", "expected"),
     [
-        (4, (), {"batch_size": 8, "compute_entropy": True}, False, True),
-        (4, (), {"pixel_values": None, "token_type_ids": None}, False, True),  # a text model's
-        (None, (), {}, False, False),  # update_scoring = "trl", or not on a CPU
-        (4, (), {"compute_aux_loss": True}, False, False),
-        (4, (), {}, True, False),  # a mixture of experts' router loss
-        (4, (), {"pixel_values": torch.zeros(8, 3)}, False, False),  # images
-        (4, (), {"token_type_ids": torch.zeros(8, 8, dtype=torch.long)}, False, False),
-        (4, (8,), {}, False, False),  # an argument this TRL does not name
+        (4, (), {"batch_size": 8, "compute_entropy": True}, False, BY_FOUR),
+        (4, (), {"batch_size": 2}, False, [(2, 8), (2, 7), (2, 6), (2, 5)]),  # TRL's smaller
+        (4, (), {"pixel_values": None, "token_type_ids": None}, False, BY_FOUR),  # a text model's
+        (None, (), {}, False, WHOLE),  # update_scoring = "trl", or not on a CPU
+        (4, (), {"compute_aux_loss": True}, False, WHOLE),
+        (4, (), {}, True, WHOLE),  # a mixture of experts' router loss
+        (4, (), {"pixel_values": torch.zeros(8, 3)}, False, WHOLE),  # images
+        (4, (), {"token_type_ids": torch.zeros(8, 8, dtype=torch.long)}, False, WHOLE),
+        (4, (8,), {}, False, WHOLE),  # a positional argument (corebench passes none)
     ],
 )
 def test_the_trainer_scores_by_length_only_what_by_length_covers(
-    monkeypatch, rows, extra, kwargs, aux_enabled, grouped
+    monkeypatch, rows, extra, kwargs, aux_enabled, expected
 ):
     """``CorebenchGRPOTrainer``'s override hands TRL the whole batch wherever by_length would
     not give TRL's values: no rows set, an auxiliary loss, a model with images or token types,
-    or an argument it does not know."""
+    or a positional argument; by length, each group's call asks for entropies as the step did,
+    and TRL's ``batch_size`` caps a group's rows."""
     from trl import GRPOTrainer
 
     from corebench.training.grpo import trainer_class
 
     calls: list[tuple[int, ...]] = []
+    passed: list[dict] = []
 
     def trl_own(self, model, ids, mask, keep, *args, **kw):
         calls.append(tuple(ids.shape))
+        passed.append(kw)
         return torch.zeros(ids.shape[0], keep), None, None
 
     monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", trl_own)
@@ -153,7 +161,9 @@ def test_the_trainer_scores_by_length_only_what_by_length_covers(
         None, ids, mask, keep, *extra, **kwargs
     )
     assert logps.shape == (8, keep)
-    if grouped:  # two groups of 4, each cut after the last completion column its rows use
-        assert calls == [(4, 3 + 5), (4, 3 + 3)]
+    assert calls == expected
+    if expected is WHOLE:
+        assert passed == [kwargs]
     else:
-        assert calls == [tuple(ids.shape)]
+        entropy = {k: v for k, v in kwargs.items() if k == "compute_entropy"}
+        assert passed == [entropy] * len(expected)
