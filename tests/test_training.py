@@ -884,6 +884,25 @@ def test_update_batch_splits_a_step_into_accumulated_passes_or_refuses_a_bad_siz
         load_settings("magrpo", None, ["update_batch=4"])
 
 
+def tiny_llama(tokenizer):
+    """A one-layer Llama of width 16 over ``tokenizer``'s vocabulary: seconds to train."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
+    return LlamaForCausalLM(config)
+
+
+def tiny_checkpoint(folder):
+    """``tiny_llama`` over the embedded model's tokenizer, saved in ``folder`` (for hf:PATH)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
+    tiny_llama(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | None = None,
                   watch=None):  # fmt: skip
     """One step of corebench's GRPO trainer (tied groups dropped, TRL's generation) on a tiny
@@ -892,7 +911,7 @@ def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | N
     the gradient). ``watch(model)`` is called before training."""
     import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     from corebench.training.grpo import grpo_config, trainer_class
 
@@ -909,9 +928,7 @@ def one_grpo_step(out, options: list[str], passes: int = 1, update_rows: int | N
         return [float(sum(map(ord, c)) % 7) for c in completions]
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(tokenizer)
     if watch is not None:
         watch(model)
     start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
@@ -1001,16 +1018,10 @@ def test_magrpo_bf16_runs_comlrls_loop_under_bfloat16_autocast(tmp_path, data_di
     weights; without it, in float32. (comlrl's loop itself is replaced here by that forward.)"""
     import torch
     from comlrl.trainers.reinforce import MAGRPOTrainer
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     from corebench.training.magrpo import train_magrpo
 
-    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
-    tiny = tmp_path / "tiny"
-    LlamaForCausalLM(config).save_pretrained(tiny)
-    tokenizer.save_pretrained(tiny)
+    tiny = tiny_checkpoint(tmp_path / "tiny")
     seen: dict[str, set] = {}
 
     class Stopped(Exception):
@@ -1047,17 +1058,11 @@ def test_sft_bf16_trains_under_bfloat16_autocast(tmp_path, data_dir, monkeypatch
     compute in bfloat16 over float32 weights, which the step moves; without it, in float32."""
     import torch
     from safetensors.torch import load_file
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     from trl import SFTTrainer
 
     from corebench.training.sft import train_sft
 
-    tokenizer = AutoTokenizer.from_pretrained(local_checkpoint("embedded"))
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)  # fmt: skip
-    tiny = tmp_path / "tiny"
-    LlamaForCausalLM(config).save_pretrained(tiny)
-    tokenizer.save_pretrained(tiny)
+    tiny = tiny_checkpoint(tmp_path / "tiny")
     seen: dict[str, set] = {"outputs": set(), "weights": set()}
     compute_loss = SFTTrainer.compute_loss
 
