@@ -1089,4 +1089,5 @@ def test_sft_bf16_trains_under_bfloat16_autocast(tmp_path, data_dir, monkeypatch
         assert seen["outputs"] == {expected} and seen["weights"] == {torch.float32}
         after = load_file(final / "model.safetensors")
         assert any(not torch.equal(after[name], before[name]) for name in before)
-        seen["outputs"].clear(), seen["weights"].clear()
+        seen["outputs"].clear()
+        seen["weights"].clear()
