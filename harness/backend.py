@@ -51,8 +51,8 @@ class Backend(ABC):
         """Load weights or check the connection, so that errors surface before a run starts."""
 
     def local_weights(self) -> Path | None:
-        """The local checkpoint folder the weights load from, after ``load`` (None: a remote or
-        not file-based model). Training starts from it."""
+        """The local checkpoint folder the weights load from, found without loading them (None:
+        a remote or not file-based model). Training starts from it."""
         return None
 
     def label(self) -> str:

@@ -17,7 +17,10 @@ from statsmodels.stats.multitest import multipletests
 
 from corebench.leaderboards.stats import (
     ALPHA,
+    EXACT_MAX_TASKS,
     MONTE_CARLO_RESAMPLES,
+    PERMUTATION_BATCH,
+    PERMUTATION_SEED,
     Paired,
     crossed,
     crossed_design,
@@ -82,6 +85,32 @@ def test_p_at_zero_is_scipys_and_any_shift_is_scipys_test_of_the_shifted_differe
     assert null.pvalue >= 1 / (MONTE_CARLO_RESAMPLES + 1)  # scipy adds one: never 0
     assert paired(a, b).test == f"sign-flip permutation (Monte Carlo, {MONTE_CARLO_RESAMPLES})"
     assert paired(a, b) == paired(a, b)  # seeded: the same numbers every time
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        binary_pair(30, 20, 100, 228)[0] - binary_pair(30, 20, 100, 228)[1],  # MBPP+'s 378
+        np.subtract(*rng_scores(164, 0.05, seed=6)),  # HumanEval+'s 164, four samples a task
+        np.random.default_rng(7).normal(0.1, 0.3, EXACT_MAX_TASKS + 1),  # the first drawn size
+    ],
+    ids=["378 binary", "164 quarters", "17 continuous"],
+)
+def test_the_monte_carlo_sign_flips_are_scipys_draws_to_the_last_bit(d):
+    """Beyond EXACT_MAX_TASKS, ``sign_flip`` draws scipy's sign vectors itself (scipy's loop
+    over tasks was most of a report's time): its null distribution, in (d, ones) as
+    ``sign_flip`` passes them, and its p are scipy's exactly, the last partial batch included."""
+    assert MONTE_CARLO_RESAMPLES % PERMUTATION_BATCH  # a partial last batch is exercised
+    scipy = stats.permutation_test(
+        (np.stack([d, np.ones_like(d)]),), lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples", vectorized=True, n_resamples=MONTE_CARLO_RESAMPLES,
+        batch=PERMUTATION_BATCH, axis=-1, rng=PERMUTATION_SEED,
+    )  # fmt: skip
+    null = sign_flip(d)
+    assert not null.exact and len(null.flipped) == MONTE_CARLO_RESAMPLES
+    assert np.array_equal(null.flipped, scipy.null_distribution[:, 0])
+    assert np.array_equal(null.signs, scipy.null_distribution[:, 1])
+    assert null.observed == scipy.statistic[0] and null.pvalue == scipy.pvalue[0]
 
 
 @pytest.mark.parametrize("counts", [(0, 0, 3, 3), (1, 0, 5, 5), (4, 1, 3, 6), (9, 1, 2, 4)])

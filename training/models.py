@@ -16,11 +16,11 @@ def local_checkpoint(spec: str) -> Path:
         raise CorebenchError(
             f"training needs local weights (embedded or hf:PATH), not {spec!r} ({backend.name})"
         )
-    backend.load()  # converts the embedded GGUF on first use
-    path = backend.local_weights()
-    backend.close()
-    if path is None:
-        raise CorebenchError(f"training needs local weights; {spec!r} loads from elsewhere")
+    path = backend.local_weights()  # the embedded GGUF is converted here on first use
+    if path is None or not (path / "config.json").is_file():
+        raise CorebenchError(
+            f"training needs local weights: {spec!r} is no checkpoint folder on this machine"
+        )
     return path
 
 

@@ -81,9 +81,15 @@ class EmbeddedBackend(TransformersBackend):
     def label(self) -> str:
         return "SmolLM2-135M-Instruct (embedded)"
 
-    def load(self) -> None:
-        if self._model is None and not (Path(self.path) / "config.json").exists():
+    def local_weights(self) -> Path:
+        """The converted checkpoint folder, converting the GGUF first where it is missing."""
+        if not (Path(self.path) / "config.json").exists():
             convert_gguf(self.gguf, Path(self.path))
+        return Path(self.path)
+
+    def load(self) -> None:
+        if self._model is None:
+            self.local_weights()
         super().load()
 
     def identity(self) -> dict[str, Any]:
