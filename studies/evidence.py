@@ -14,6 +14,10 @@ written as small portable files beside the study's working folders, and read bac
   <row>/seed-<S>.*            the same three for a row run once per training seed
   training/<step>[/seed-<S>].json   per role: what its training logged (manifest, rewards,
                               gradient norms, validation rewards), paths made relative
+  training/<step>.earlier-<k>.json  a step trained once for all seeds, as an earlier start
+                              trained it, where a later start (its checkpoints gone) trained
+                              it again; that start's seeds whose rows were all exported are
+                              not run again
   runs/, checkpoints/         run databases and weights: the working folders (not evidence)
 ```
 
@@ -29,7 +33,9 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from datetime import datetime, timezone
+from itertools import count, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -247,13 +253,44 @@ def export_training(root: Path, step: str, seed: int | None, checkpoints: dict[s
                     float(x[0]) if len(x) == 1 else [float(v) for v in x] for x in lines
                 ]
         roles[role] = {"manifest": manifest, "logs": logs}
-    _write_json(training_file(root, step, seed), portable(roles, root))
+    path, found = training_file(root, step, seed), json.loads(json.dumps(portable(roles, root)))
+    before = _read_evidence(path) if path.exists() else found
+    if before != found:
+        earlier = earlier_training_files(root, step, seed)
+        if _settings(before) == _settings(found):
+            # trained again in a later start (its checkpoints were gone): the rows the earlier
+            # training made stand, so its record stays, as the first free earlier file
+            path.rename(next(f for f in earlier if not f.exists()))
+        else:  # another version of the step: like the rows it made, its records are stale
+            for stale in takewhile(Path.exists, earlier):
+                stale.unlink()
+    _write_json(path, found)
+
+
+def _settings(record: dict[str, Any]) -> dict[str, Any]:
+    return {role: logged["manifest"].get("settings") for role, logged in record.items()}
+
+
+def earlier_training_files(root: Path, step: str, seed: int | None) -> Iterator[Path]:
+    """``<step>.earlier-1.json``, ``-2``, …: where earlier trainings of a step are kept."""
+    path = training_file(root, step, seed)
+    for k in count(1):
+        yield path.with_name(f"{path.stem}.earlier-{k}.json")
+
+
+def read_earlier_trainings(root: Path, step: str, seed: int | None) -> list[dict[str, Any]]:
+    """What earlier trainings of a step logged, oldest first (``export_training``)."""
+    return [
+        _read_evidence(f) for f in takewhile(Path.exists, earlier_training_files(root, step, seed))
+    ]
 
 
 def read_training(root: Path, step: str, seed: int | None) -> dict[str, Any] | None:
     path = training_file(root, step, seed)
-    if not path.exists():
-        return None
+    return _read_evidence(path) if path.exists() else None
+
+
+def _read_evidence(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:

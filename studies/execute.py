@@ -128,6 +128,20 @@ def run_study(
     entries = {r.name: r for r in study.runs}
     done_once: set[str] = set()  # rows run once (unseeded), done under the first seed
     for seed, seeded in seeded_studies(study):
+        rows = [r for r in seeded.runs if study.seeded(r) or r.name not in done_once]
+        if (
+            seed is not None
+            and rows
+            and all(
+                exported_elsewhere(seeded, layout, r, seed if study.seeded(r) else None)
+                for r in rows
+            )
+        ):
+            # a seed finished in an earlier start whose working folders are gone (a study carried
+            # over sessions by its committed evidence): its rows stand; nothing is retrained
+            say(f"seed {seed}: every row's evidence is in {layout.root}, from an earlier start")
+            done_once.update(r.name for r in rows)
+            continue
         checkpoints: dict[str, dict[str, Path]] = {}
         for step in seeded.train:
             out = layout.checkpoints(seeded, step.name)
@@ -180,6 +194,15 @@ def run_study(
             evidence.export_run(
                 layout.root, run.name, row_seed, run_dir, entry, data_dir, seeded.run_key(run)
             )
+
+
+def exported_elsewhere(seeded: Study, layout: Layout, run: RunEntry, seed: int | None) -> bool:
+    """Whether a row (``seeded``: the study as run for its seed) has evidence of its current
+    version in the study's folder but no working folder here: it was run in another start."""
+    if layout.run_dir(seeded, run).exists():
+        return False  # run here: resumed and exported as usual
+    found = evidence.read_row(layout.root, run.name, seed)
+    return found is not None and found["settings"].get("run_key") == seeded.run_key(run)
 
 
 def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[str]:

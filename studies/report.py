@@ -352,11 +352,16 @@ def build_report(study: Study, root: Path, study_file: Path) -> Report:
                 continue
             seen.add((step.name, step_seed))
             logged = evidence.read_training(root, step.name, step_seed) or {}
-            for role in step_roles(step):
-                if role in logged:
-                    training.append(
-                        {"step": step.name, "seed": step_seed, "role": role, **logged[role]}
-                    )
+            earlier = evidence.read_earlier_trainings(root, step.name, step_seed)
+            for label, record in [
+                *((f"{step.name} (earlier start {k})", e) for k, e in enumerate(earlier, 1)),
+                (step.name + (" (latest start)" if earlier else ""), logged),
+            ]:
+                for role in step_roles(step):
+                    if role in record:
+                        training.append(
+                            {"step": label, "seed": step_seed, "role": role, **record[role]}
+                        )
     return report_of(study, rows, training, evidence.read_registration(root),
                      evidence.sha256(study_file))  # fmt: skip
 

@@ -198,6 +198,27 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert only.returncode == 0, only.stderr
     assert (copy / "report.md").read_bytes() == (out / "report.md").read_bytes()
 
+    # carried to another machine by its evidence alone (a study longer than a session): a seed
+    # whose rows were all exported is not trained or run again; one missing a row is, and the
+    # earlier record of its training stays beside the new one
+    carried = tmp_path / "carried"
+    shutil.copytree(out, carried, ignore=shutil.ignore_patterns("runs", "checkpoints"))
+    for suffix in (".jsonl", ".results.jsonl", ".run.json"):
+        (carried / f"trained/seed-1{suffix}").unlink()
+    resumed = study(str(path), "--out", str(carried), "--data-dir", str(data_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"seed 0: every row's evidence is in {carried}, from an earlier start" in resumed.stderr
+    assert "seed 0 (grpo)" not in resumed.stderr and "run direct" not in resumed.stderr
+    assert "train grpo seed 1 (grpo)" in resumed.stderr
+    assert "run trained seed 1: 3 new samples" in resumed.stderr
+    assert len(list((carried / "runs").iterdir())) == 1  # seed 1's trained row alone
+    assert (carried / "direct.jsonl").read_bytes() == (out / "direct.jsonl").read_bytes()
+    earlier = carried / "training/grpo/seed-1.earlier-1.json"
+    assert earlier.read_bytes() == (out / "training/grpo/seed-1.json").read_bytes()
+    report = (carried / "report.md").read_text()
+    assert "| grpo (earlier start 1) | 1 | grpo |" in report
+    assert "| grpo (latest start) | 1 | grpo |" in report and "| grpo | 0 | grpo |" in report
+
     (copy / "trained/seed-1.results.jsonl").unlink()
     missing = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
     assert missing.returncode != 0 and "not run yet: trained seed 1" in missing.stderr

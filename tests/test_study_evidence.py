@@ -15,12 +15,16 @@ from pathlib import Path
 import measurement_scripts
 import pytest
 
+from corebench.harness.config import MANIFEST_NAME
 from corebench.studies.evidence import (
     STUDY_FILE,
     WORKING,
+    export_training,
     portable,
     preregistered,
+    read_earlier_trainings,
     read_registration,
+    read_training,
     register,
     sha256,
 )
@@ -137,6 +141,36 @@ def test_evidence_holds_no_machine_path_and_no_relative_path_to_the_folder(tmp_p
         "root": "at ., and x",
         "url": "http://127.0.0.1:8000/v1/models",
     }
+
+
+def test_a_step_trained_again_keeps_its_earlier_record_unless_its_settings_changed(tmp_path):
+    """A study carried over sessions by its evidence trains a step for all seeds again in a
+    later start: the rows the earlier training made stand, so its record must stay."""
+    root = tmp_path / "study"
+
+    def export(created: str, learning_rate: float) -> None:
+        folder = tmp_path / created / "model"
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = {"created": created, "settings": {"learning_rate": learning_rate}}
+        (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+        (folder.parent / "rewards.txt").write_text("0.5\n1.0\n")
+        export_training(root, "sft", None, {"model": folder})
+
+    def created(record: dict) -> str:
+        return record["model"]["manifest"]["created"]
+
+    export("a", 5e-5)
+    export("a", 5e-5)  # the same training exported again (a resumed study): nothing kept twice
+    assert read_earlier_trainings(root, "sft", None) == []
+    export("b", 5e-5)
+    export("c", 5e-5)
+    assert [created(r) for r in read_earlier_trainings(root, "sft", None)] == ["a", "b"]
+    assert created(read_training(root, "sft", None)) == "c"
+    assert read_training(root, "sft", None)["model"]["logs"]["rewards"] == [0.5, 1.0]
+    export("d", 1e-4)  # another version of the step: its old records go, as its rows do
+    assert read_earlier_trainings(root, "sft", None) == []
+    assert created(read_training(root, "sft", None)) == "d"
+    assert sorted(p.name for p in (root / "training").iterdir()) == ["sft.json"]
 
 
 def committed_folders() -> list[Path]:
