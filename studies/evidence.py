@@ -238,9 +238,19 @@ def read_row(root: Path, name: str, seed: int | None) -> dict[str, Any] | None:
 
 
 # --- training ---------------------------------------------------------------------------------------
-def export_training(root: Path, step: str, seed: int | None, checkpoints: dict[str, Path]) -> None:
+def export_training(
+    root: Path,
+    step: str,
+    seed: int | None,
+    checkpoints: dict[str, Path],
+    *,
+    keep_earlier: bool = False,
+) -> None:
     """Write what a finished step's training logged, per role: its manifest and its logs (reward
-    per completion, gradient norms, validation rewards), paths made portable."""
+    per completion, gradient norms, validation rewards), paths made portable. A record of
+    another training of the same step (same key) already there is kept as the first free
+    ``earlier_training_files`` with ``keep_earlier`` (rows it made stand), else replaced; one
+    of another version of the step is stale, and goes with its earlier records."""
     roles = {}
     for role, folder in checkpoints.items():
         manifest = json.loads((Path(folder) / MANIFEST_NAME).read_text())
@@ -255,20 +265,22 @@ def export_training(root: Path, step: str, seed: int | None, checkpoints: dict[s
         roles[role] = {"manifest": manifest, "logs": logs}
     path, found = training_file(root, step, seed), json.loads(json.dumps(portable(roles, root)))
     before = _read_evidence(path) if path.exists() else found
-    if before != found:
-        earlier = earlier_training_files(root, step, seed)
-        if _settings(before) == _settings(found):
-            # trained again in a later start (its checkpoints were gone): the rows the earlier
-            # training made stand, so its record stays, as the first free earlier file
-            path.rename(next(f for f in earlier if not f.exists()))
-        else:  # another version of the step: like the rows it made, its records are stale
-            for stale in takewhile(Path.exists, earlier):
-                stale.unlink()
+    earlier = earlier_training_files(root, step, seed)
+    if _step_keys(before) != _step_keys(found):
+        for stale in takewhile(Path.exists, earlier):
+            stale.unlink()
+    elif before != found and keep_earlier:
+        path.rename(next(f for f in earlier if not f.exists()))
     _write_json(path, found)
 
 
-def _settings(record: dict[str, Any]) -> dict[str, Any]:
-    return {role: logged["manifest"].get("settings") for role, logged in record.items()}
+def _step_keys(record: dict[str, Any]) -> dict[str, str]:
+    """Per role, the step's key (its checkpoint folder ``NAME-KEY``, a hash of what decides the
+    training): equal for two trainings of one version of the step on any machine."""
+    return {
+        role: Path(str((logged["manifest"].get("settings") or {}).get("out", ""))).name
+        for role, logged in record.items()
+    }
 
 
 def earlier_training_files(root: Path, step: str, seed: int | None) -> Iterator[Path]:

@@ -33,7 +33,7 @@ from corebench.training.dispatch import train as run_training
 from corebench.training.settings import TrainSettings, load_settings
 
 from . import evidence
-from .spec import RunEntry, Study
+from .spec import RunEntry, Study, referenced_steps
 
 Say = Callable[[str], None]
 
@@ -127,6 +127,7 @@ def run_study(
     say = say or (lambda text: print(text, file=sys.stderr))
     entries = {r.name: r for r in study.runs}
     done_once: set[str] = set()  # rows run once (unseeded), done under the first seed
+    carried = False  # a seed was skipped: its rows came from an earlier start
     for seed, seeded in seeded_studies(study):
         rows = [r for r in seeded.runs if study.seeded(r) or r.name not in done_once]
         if (
@@ -141,6 +142,7 @@ def run_study(
             # over sessions by its committed evidence): its rows stand; nothing is retrained
             say(f"seed {seed}: every row's evidence is in {layout.root}, from an earlier start")
             done_once.update(r.name for r in rows)
+            carried = True
             continue
         checkpoints: dict[str, dict[str, Path]] = {}
         for step in seeded.train:
@@ -157,6 +159,9 @@ def run_study(
             )
             label = step.name + (f" seed {seed}" if study.seeded_step(step.name) else "")
             done = finished_checkpoints(settings)
+            once = not study.seeded_step(step.name)
+            if done is None and carried and once:
+                refuse_to_retrain_under_kept_rows(study, step.name, out)
             if done is None:
                 say(f"train {label} ({step.method}) -> {out}")
                 train_in_child(settings)
@@ -168,7 +173,11 @@ def run_study(
             drop_resume_states(out)
             checkpoints[step.name] = done
             step_seed = seed if study.seeded_step(step.name) else None
-            evidence.export_training(layout.root, step.name, step_seed, done)
+            # a step trained once, trained again here: the skipped seeds' rows came from the
+            # earlier training, whose record therefore stays
+            evidence.export_training(
+                layout.root, step.name, step_seed, done, keep_earlier=carried and once
+            )
         for run in seeded.runs:
             row_seed = seed if study.seeded(run) else None
             if row_seed is None and run.name in done_once:
@@ -194,6 +203,19 @@ def run_study(
             evidence.export_run(
                 layout.root, run.name, row_seed, run_dir, entry, data_dir, seeded.run_key(run)
             )
+
+
+def refuse_to_retrain_under_kept_rows(study: Study, step: str, out: Path) -> None:
+    """A row run once from a step trained once stays as the earlier start made it; the seeds
+    still to run would be compared with it from a retrained step: refused."""
+    kept = [r.name for r in study.runs if not study.seeded(r) and step in referenced_steps(r)]
+    if kept:
+        raise CorebenchError(
+            f"step {step!r} was trained in an earlier start whose checkpoints are not in {out}, "
+            f"and the rows run once from it ({', '.join(kept)}) are kept from that start: the "
+            "seeds still to run would be compared with them from a second training. Copy that "
+            "start's checkpoints folder in, or run the study in a new folder"
+        )
 
 
 def exported_elsewhere(seeded: Study, layout: Layout, run: RunEntry, seed: int | None) -> bool:

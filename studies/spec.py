@@ -199,6 +199,11 @@ class Compare(Options):
     allow_confounds: list[Confound] = Field([], description=ALLOW_CONFOUNDS)
 
 
+def referenced_steps(run: RunEntry) -> list[str]:
+    """The training steps whose checkpoints a row's model names (``@STEP``)."""
+    return [m["step"] for m in REFERENCE.finditer(run.model)]
+
+
 class Study(Options):
     """A study resolved for one scale: every run's full configuration and training settings."""
 
@@ -228,8 +233,7 @@ class Study(Options):
         of steps trained once, is run once."""
         if not self.header.seeds:
             return False
-        steps = [m["step"] for m in REFERENCE.finditer(run.model)]
-        return run.temperature > 0 or any(self.seeded_step(s) for s in steps)
+        return run.temperature > 0 or any(self.seeded_step(s) for s in referenced_steps(run))
 
     def for_seed(self, seed: int) -> Study:
         """The study as run for one seed: every seeded training step with ``seed = SEED``, every

@@ -213,11 +213,20 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert "run trained seed 1: 3 new samples" in resumed.stderr
     assert len(list((carried / "runs").iterdir())) == 1  # seed 1's trained row alone
     assert (carried / "direct.jsonl").read_bytes() == (out / "direct.jsonl").read_bytes()
-    earlier = carried / "training/grpo/seed-1.earlier-1.json"
-    assert earlier.read_bytes() == (out / "training/grpo/seed-1.json").read_bytes()
+    assert (carried / "training/grpo/seed-0.json").read_bytes() == (
+        out / "training/grpo/seed-0.json"
+    ).read_bytes()
+    # seed 1's earlier training made no row that stands: its record is replaced, not kept
+    assert sorted(p.name for p in (carried / "training/grpo").iterdir()) == [
+        "seed-0.json",
+        "seed-1.json",
+    ]
+    assert (carried / "training/grpo/seed-1.json").read_bytes() != (
+        out / "training/grpo/seed-1.json"
+    ).read_bytes()
     report = (carried / "report.md").read_text()
-    assert "| grpo (earlier start 1) | 1 | grpo |" in report
-    assert "| grpo (latest start) | 1 | grpo |" in report and "| grpo | 0 | grpo |" in report
+    assert "| grpo | 0 | grpo |" in report and "| grpo | 1 | grpo |" in report
+    assert "earlier start" not in report
 
     (copy / "trained/seed-1.results.jsonl").unlink()
     missing = study(str(copy / "study.toml"), "--out", str(copy), "--report-only")
@@ -244,6 +253,50 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert "run cot seed 1: 3 new samples" in third.stderr
     assert third.stderr.count("3 already done") == 3
     assert len(list((out / "runs").iterdir())) == 6
+
+
+def test_a_carried_study_refuses_to_retrain_a_start_that_a_kept_row_ran_once_from(tmp_path):
+    """Carried over sessions, a study trains its once-for-all-seeds steps again for the seeds
+    still to run. A row run once from such a step (greedy) stays as the earlier start made it:
+    comparing the new seeds with it would pair two trainings of the start, so that is refused;
+    a row sampled per seed is run again with them and pairs with its own seed's training."""
+    from corebench.studies.execute import refuse_to_retrain_under_kept_rows
+
+    text = """
+    [study]
+    name = "carry"
+    benchmark = "mbpp"
+    tasks = ["Mbpp/2"]
+    seeds = [0, 1]
+    temperature = TEMPERATURE
+
+    [[train]]
+    name = "sft"
+    method = "sft"
+    seeded = false
+    settings = { sft_roles = ["model"] }
+
+    [[train]]
+    name = "grpo"
+    method = "grpo"
+    settings = { model = "@sft" }
+
+    [[run]]
+    name = "start"
+    system = "direct"
+    model = "@sft"
+
+    [[run]]
+    name = "trained"
+    system = "direct"
+    model = "@grpo"
+    """
+    greedy = load_study(write(tmp_path, text.replace("TEMPERATURE", "0.0")))
+    with pytest.raises(CorebenchError, match=r"step 'sft' was .* rows run once from it \(start\)"):
+        refuse_to_retrain_under_kept_rows(greedy, "sft", tmp_path / "checkpoints")
+    refuse_to_retrain_under_kept_rows(greedy, "grpo", tmp_path / "checkpoints")  # per seed
+    sampled = load_study(write(tmp_path, text.replace("TEMPERATURE", "0.6"), "sampled.toml"))
+    refuse_to_retrain_under_kept_rows(sampled, "sft", tmp_path / "checkpoints")
 
 
 def sleeper(marker: Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -143,46 +144,94 @@ def test_evidence_holds_no_machine_path_and_no_relative_path_to_the_folder(tmp_p
     }
 
 
-def test_a_step_trained_again_keeps_its_earlier_record_unless_its_settings_changed(tmp_path):
-    """A study carried over sessions by its evidence trains a step for all seeds again in a
-    later start: the rows the earlier training made stand, so its record must stay."""
+def test_a_step_trained_again_keeps_its_earlier_record_only_where_rows_it_made_stand(tmp_path):
+    """A study carried over sessions by its evidence trains a step trained once for all seeds
+    again in a later start (``keep_earlier``: seeds it made were skipped): the earlier record
+    stays. Otherwise a second training of the same step replaces it, and a record of another
+    version of the step (another key: its folder's name) is stale, earlier ones with it."""
     root = tmp_path / "study"
 
-    def export(created: str, learning_rate: float) -> None:
+    def export(created: str, key: str, keep_earlier: bool = False) -> None:
         folder = tmp_path / created / "model"
         folder.mkdir(parents=True, exist_ok=True)
-        manifest = {"created": created, "settings": {"learning_rate": learning_rate}}
-        (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+        # the data folder differs by machine and session: not part of the step's key
+        settings = {"out": f"checkpoints/sft-{key}", "data_dir": created}
+        (folder / MANIFEST_NAME).write_text(json.dumps({"created": created, "settings": settings}))
         (folder.parent / "rewards.txt").write_text("0.5\n1.0\n")
-        export_training(root, "sft", None, {"model": folder})
+        export_training(root, "sft", None, {"model": folder}, keep_earlier=keep_earlier)
 
     def created(record: dict) -> str:
         return record["model"]["manifest"]["created"]
 
-    export("a", 5e-5)
-    export("a", 5e-5)  # the same training exported again (a resumed study): nothing kept twice
+    export("a", "k1")
+    export("a", "k1", keep_earlier=True)  # the same training exported again: nothing kept twice
     assert read_earlier_trainings(root, "sft", None) == []
-    export("b", 5e-5)
-    export("c", 5e-5)
-    assert [created(r) for r in read_earlier_trainings(root, "sft", None)] == ["a", "b"]
-    assert created(read_training(root, "sft", None)) == "c"
-    assert read_training(root, "sft", None)["model"]["logs"]["rewards"] == [0.5, 1.0]
-    export("d", 1e-4)  # another version of the step: its old records go, as its rows do
+    export("b", "k1")  # trained again, no row of "a" kept: replaced
     assert read_earlier_trainings(root, "sft", None) == []
+    export("c", "k1", keep_earlier=True)
+    export("d", "k1", keep_earlier=True)
+    assert [created(r) for r in read_earlier_trainings(root, "sft", None)] == ["b", "c"]
     assert created(read_training(root, "sft", None)) == "d"
+    assert read_training(root, "sft", None)["model"]["logs"]["rewards"] == [0.5, 1.0]
+    export("e", "k2", keep_earlier=True)  # another version of the step: its records are stale
+    assert read_earlier_trainings(root, "sft", None) == []
+    assert created(read_training(root, "sft", None)) == "e"
     assert sorted(p.name for p in (root / "training").iterdir()) == ["sft.json"]
 
 
-def committed_folders() -> list[Path]:
-    return sorted(p.parent for p in (ROOT / "docs" / "studies").glob("*/" + STUDY_FILE))
+def committed_folders(finished: bool = True) -> list[Path]:
+    """The study folders under docs/studies/: finished ones (with their report) or, with
+    ``finished=False``, those a study longer than a session left to be run on (no report)."""
+    folders = (p.parent for p in (ROOT / "docs" / "studies").glob("*/" + STUDY_FILE))
+    return sorted(p for p in folders if (p / "report.md").exists() == finished)
 
 
 def test_every_committed_study_folder_is_one_the_report_can_be_rebuilt_from():
-    """The byte-for-byte test below runs on each folder it finds: it must find them all."""
+    """The tests below run on each folder they find: they must find them all."""
     folders = sorted(p for p in (ROOT / "docs" / "studies").iterdir() if p.is_dir())
-    assert folders and folders == committed_folders()
+    assert folders and folders == sorted(committed_folders() + committed_folders(False))
     for folder in folders:
-        assert (folder / "registration.json").exists() and (folder / "report.md").exists()
+        assert (folder / "registration.json").exists()
+
+
+def missing_rows_of(folder: Path, copy: Path, data_dir: Path) -> list[str]:
+    """``--report-only`` on a copy of an unfinished folder: it must refuse, write no report, and
+    name the rows not run yet (``NAME`` or ``NAME seed S``), which are returned."""
+    scale = json.loads((folder / "registration.json").read_text())["scale"]
+    done = subprocess.run(
+        [*CLI, "study", str(copy / STUDY_FILE), "--scale", scale, "--out", str(copy),
+         "--report-only", "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stderr[-2000:]
+    assert not (copy / "report.md").exists()
+    named = re.search(r"not run yet: (.*) \(run without --report-only\)", done.stderr)
+    assert named, done.stderr[-2000:]
+    return named.group(1).split(", ")
+
+
+@pytest.mark.parametrize("folder", committed_folders(False), ids=lambda p: p.name)
+def test_an_unfinished_committed_study_folder_reports_nothing_and_names_its_missing_rows(
+    folder, tmp_path, data_dir
+):
+    """A study committed part-way (to run on in a later session) holds no report, and none can
+    be built from it: no comparison is shown before the study is done."""
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    for row in missing_rows_of(folder, copy, data_dir):
+        name, _, seed = row.partition(" seed ")
+        stem = copy / name / f"seed-{seed}" if seed else copy / name
+        assert not stem.with_name(stem.name + ".jsonl").exists(), row
+
+
+def test_a_folder_missing_one_row_names_exactly_that_row(tmp_path, data_dir):
+    """The check above, on a finished folder with one row's evidence and its report removed."""
+    folder = ROOT / "docs" / "studies" / "grpo-lora-learned-replication"
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    (copy / "report.md").unlink()
+    (copy / "grpo" / "seed-13.results.jsonl").unlink()
+    assert missing_rows_of(folder, copy, data_dir) == ["grpo seed 13"]
 
 
 @pytest.mark.parametrize("folder", committed_folders(), ids=lambda p: p.name)
