@@ -33,7 +33,7 @@ from corebench.training.dispatch import train as run_training
 from corebench.training.settings import TrainSettings, load_settings
 
 from . import evidence
-from .spec import RunEntry, Study, referenced_steps
+from .spec import RunEntry, Study
 
 Say = Callable[[str], None]
 
@@ -127,22 +127,15 @@ def run_study(
     say = say or (lambda text: print(text, file=sys.stderr))
     entries = {r.name: r for r in study.runs}
     done_once: set[str] = set()  # rows run once (unseeded), done under the first seed
-    carried = False  # a seed was skipped: its rows came from an earlier start
+    carried = carried_seeds(study, layout)
+    if carried:
+        refuse_to_retrain_under_kept_rows(study, layout, carried)
     for seed, seeded in seeded_studies(study):
-        rows = [r for r in seeded.runs if study.seeded(r) or r.name not in done_once]
-        if (
-            seed is not None
-            and rows
-            and all(
-                exported_elsewhere(seeded, layout, r, seed if study.seeded(r) else None)
-                for r in rows
-            )
-        ):
+        if seed in carried:
             # a seed finished in an earlier start whose working folders are gone (a study carried
             # over sessions by its committed evidence): its rows stand; nothing is retrained
             say(f"seed {seed}: every row's evidence is in {layout.root}, from an earlier start")
-            done_once.update(r.name for r in rows)
-            carried = True
+            done_once.update(r.name for r in seeded.runs if not study.seeded(r))
             continue
         checkpoints: dict[str, dict[str, Path]] = {}
         for step in seeded.train:
@@ -160,8 +153,6 @@ def run_study(
             label = step.name + (f" seed {seed}" if study.seeded_step(step.name) else "")
             done = finished_checkpoints(settings)
             once = not study.seeded_step(step.name)
-            if done is None and carried and once:
-                refuse_to_retrain_under_kept_rows(study, step.name, out)
             if done is None:
                 say(f"train {label} ({step.method}) -> {out}")
                 train_in_child(settings)
@@ -176,7 +167,7 @@ def run_study(
             # a step trained once, trained again here: the skipped seeds' rows came from the
             # earlier training, whose record therefore stays
             evidence.export_training(
-                layout.root, step.name, step_seed, done, keep_earlier=carried and once
+                layout.root, step.name, step_seed, done, keep_earlier=bool(carried) and once
             )
         for run in seeded.runs:
             row_seed = seed if study.seeded(run) else None
@@ -205,17 +196,38 @@ def run_study(
             )
 
 
-def refuse_to_retrain_under_kept_rows(study: Study, step: str, out: Path) -> None:
-    """A row run once from a step trained once stays as the earlier start made it; the seeds
-    still to run would be compared with it from a retrained step: refused."""
-    kept = [r.name for r in study.runs if not study.seeded(r) and step in referenced_steps(r)]
-    if kept:
-        raise CorebenchError(
-            f"step {step!r} was trained in an earlier start whose checkpoints are not in {out}, "
-            f"and the rows run once from it ({', '.join(kept)}) are kept from that start: the "
-            "seeds still to run would be compared with them from a second training. Copy that "
-            "start's checkpoints folder in, or run the study in a new folder"
-        )
+def carried_seeds(study: Study, layout: Layout) -> set[int]:
+    """The seeds whose rows (a seed's own, and the first seed's the rows run once) all have
+    evidence of their current version in the folder and no working folder here: run in an
+    earlier start, on another machine. Decided before anything trains."""
+    found = set()
+    for index, (seed, seeded) in enumerate(seeded_studies(study)):
+        rows = [(r, seed) for r in seeded.runs if study.seeded(r)]
+        rows += [(r, None) for r in seeded.runs if not study.seeded(r) and index == 0]
+        if seed is not None and rows and all(exported_elsewhere(seeded, layout, *r) for r in rows):
+            found.add(seed)
+    return found
+
+
+def refuse_to_retrain_under_kept_rows(study: Study, layout: Layout, carried: set[int]) -> None:
+    """The rows run once are run under the first seed: carried with it, they stay as the
+    earlier start made them. A step they come from (directly or through other steps) that must
+    be trained again for the seeds still to run would pair those seeds with a second training
+    of it: refused, before anything trains."""
+    first, seeded = seeded_studies(study)[0]
+    if first not in carried or not set(study.header.seeds) - carried:
+        return  # the rows run once are run again, or no seed is left to train
+    kept = {r.name: study.steps_behind(r) for r in study.runs if not study.seeded(r)}
+    for step in sorted(set().union(*kept.values())):
+        out = layout.checkpoints(seeded, step)  # a step a row run once uses: trained once
+        if not out.exists():  # to be trained again (a folder here resumes its own training)
+            rows = ", ".join(name for name, steps in kept.items() if step in steps)
+            raise CorebenchError(
+                f"step {step!r} was trained in an earlier start whose checkpoints are not in "
+                f"{out}, and the rows run once from it ({rows}) are kept from that start: the "
+                "seeds still to run would be compared with them from a second training. Copy "
+                "that start's checkpoints folder in, or run the study in a new folder"
+            )
 
 
 def exported_elsewhere(seeded: Study, layout: Layout, run: RunEntry, seed: int | None) -> bool:

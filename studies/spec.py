@@ -223,9 +223,24 @@ class Study(Options):
         step = next(t for t in self.train if t.name == name)
         if step.seeded:
             return True
-        used = [m["step"] for v in step.settings.values() if isinstance(v, str)
+        return any(self.seeded_step(u) for u in self.steps_used(name))
+
+    def steps_used(self, name: str) -> list[str]:
+        """The steps whose checkpoints a training step starts from (``@STEP`` in its settings)."""
+        step = next(t for t in self.train if t.name == name)
+        return [m["step"] for v in step.settings.values() if isinstance(v, str)
                 for m in REFERENCE.finditer(self.base(v))]  # fmt: skip
-        return any(self.seeded_step(u) for u in used)
+
+    def steps_behind(self, run: RunEntry) -> set[str]:
+        """Every step a row's checkpoints come from, directly or through the steps they start
+        from."""
+        found, todo = set(), referenced_steps(run)
+        while todo:
+            name = todo.pop()
+            if name not in found:
+                found.add(name)
+                todo += self.steps_used(name)
+        return found
 
     def seeded(self, run: RunEntry) -> bool:
         """Whether a row is run once per seed: the study has seeds and the row uses a seeded

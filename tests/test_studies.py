@@ -255,12 +255,14 @@ def test_a_study_runs_resumes_and_reports(tmp_path, data_dir):
     assert len(list((out / "runs").iterdir())) == 6
 
 
-def test_a_carried_study_refuses_to_retrain_a_start_that_a_kept_row_ran_once_from(tmp_path):
+def test_a_carried_study_refuses_to_retrain_a_start_that_a_kept_row_ran_once_from(
+    tmp_path, monkeypatch
+):
     """Carried over sessions, a study trains its once-for-all-seeds steps again for the seeds
-    still to run. A row run once from such a step (greedy) stays as the earlier start made it:
-    comparing the new seeds with it would pair two trainings of the start, so that is refused;
-    a row sampled per seed is run again with them and pairs with its own seed's training."""
-    from corebench.studies.execute import refuse_to_retrain_under_kept_rows
+    still to run. A row run once from such a step (greedy, run under the first seed) stays as the
+    earlier start made it: pairing the new seeds with it would pair two trainings of the start,
+    so that is refused before anything trains; a row sampled per seed is run again with them."""
+    from corebench.studies import evidence, execute
 
     text = """
     [study]
@@ -291,12 +293,40 @@ def test_a_carried_study_refuses_to_retrain_a_start_that_a_kept_row_ran_once_fro
     system = "direct"
     model = "@grpo"
     """
-    greedy = load_study(write(tmp_path, text.replace("TEMPERATURE", "0.0")))
+
+    def carried(temperature: str) -> tuple:
+        """The study, and a folder holding what an earlier start exported for seed 0 (its rows
+        and the rows run once), without working folders."""
+        spec = load_study(write(tmp_path, text.replace("TEMPERATURE", temperature), "s.toml"))
+        root, first = tmp_path / f"out-{temperature}", spec.for_seed(0)
+        for run in first.runs:
+            stem = evidence.row_stem(root, run.name, 0 if spec.seeded(run) else None)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            sample = {"task_id": "Mbpp/2", "solution": ""}
+            stem.with_name(stem.name + ".jsonl").write_text(json.dumps(sample) + "\n")
+            stem.with_name(stem.name + ".results.jsonl").write_text("{}\n")
+            run_json = {"run_key": first.run_key(run)}
+            stem.with_name(stem.name + ".run.json").write_text(json.dumps(run_json))
+        return spec, Layout(root)
+
+    def no_training(settings):
+        raise AssertionError(f"trained {settings.out}")
+
+    monkeypatch.setattr(execute, "train_in_child", no_training)
+    said: list[str] = []
+    spec, layout = carried("0.0")
+    trained = next(r for r in spec.runs if r.name == "trained")
+    assert spec.steps_behind(trained) == {"grpo", "sft"}  # through the step grpo starts from
+    assert execute.carried_seeds(spec, layout) == {0}
     with pytest.raises(CorebenchError, match=r"step 'sft' was .* rows run once from it \(start\)"):
-        refuse_to_retrain_under_kept_rows(greedy, "sft", tmp_path / "checkpoints")
-    refuse_to_retrain_under_kept_rows(greedy, "grpo", tmp_path / "checkpoints")  # per seed
-    sampled = load_study(write(tmp_path, text.replace("TEMPERATURE", "0.6"), "sampled.toml"))
-    refuse_to_retrain_under_kept_rows(sampled, "sft", tmp_path / "checkpoints")
+        execute.run_study(spec, layout, say=said.append)
+    assert said == []  # refused before anything ran
+    spec, layout = carried("0.6")  # every row sampled per seed: seed 1 trains its own start
+    assert execute.carried_seeds(spec, layout) == {0}
+    with pytest.raises(AssertionError, match="trained .*checkpoints/sft-"):
+        execute.run_study(spec, layout, say=said.append)
+    assert said[0] == f"seed 0: every row's evidence is in {layout.root}, from an earlier start"
+    assert said[1].startswith("train sft (sft) -> ")
 
 
 def sleeper(marker: Path) -> str:

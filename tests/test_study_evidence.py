@@ -207,7 +207,10 @@ def missing_rows_of(folder: Path, copy: Path, data_dir: Path) -> list[str]:
     assert not (copy / "report.md").exists()
     named = re.search(r"not run yet: (.*) \(run without --report-only\)", done.stderr)
     assert named, done.stderr[-2000:]
-    return named.group(1).split(", ")
+    rows = named.group(1).split(", ")
+    # missing, not stale: evidence from another version of a row would be named "(stale: ...)"
+    assert all(re.fullmatch(r"\S+( seed \d+)?", row) for row in rows), rows
+    return rows
 
 
 @pytest.mark.parametrize("folder", committed_folders(False), ids=lambda p: p.name)
