@@ -221,6 +221,9 @@ def test_an_unfinished_committed_study_folder_reports_nothing_and_names_its_miss
     be built from it: no comparison is shown before the study is done."""
     copy = tmp_path / folder.name
     shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    for exported in folder.rglob("*"):  # no machine's folders in its evidence either
+        if exported.is_file():
+            assert str(ROOT) not in exported.read_text(), exported
     for row in missing_rows_of(folder, copy, data_dir):
         name, _, seed = row.partition(" seed ")
         stem = copy / name / f"seed-{seed}" if seed else copy / name
