@@ -150,9 +150,9 @@ def run_study(
                     else {}
                 ),
             )
-            label = step.name + (f" seed {seed}" if study.seeded_step(step.name) else "")
+            once = not study.seeded_step(step.name)  # trained once for all seeds
+            label = step.name + ("" if once else f" seed {seed}")
             done = finished_checkpoints(settings)
-            once = not study.seeded_step(step.name)
             if done is None:
                 say(f"train {label} ({step.method}) -> {out}")
                 train_in_child(settings)
@@ -163,7 +163,7 @@ def run_study(
             # a finished step is never resumed (changed settings train in a folder of their own)
             drop_resume_states(out)
             checkpoints[step.name] = done
-            step_seed = seed if study.seeded_step(step.name) else None
+            step_seed = None if once else seed
             # a step trained once, trained again here: the skipped seeds' rows came from the
             # earlier training, whose record therefore stays
             evidence.export_training(
@@ -235,8 +235,12 @@ def exported_elsewhere(seeded: Study, layout: Layout, run: RunEntry, seed: int |
     version in the study's folder but no working folder here: it was run in another start."""
     if layout.run_dir(seeded, run).exists():
         return False  # run here: resumed and exported as usual
-    found = evidence.read_row(layout.root, run.name, seed)
-    return found is not None and found["settings"].get("run_key") == seeded.run_key(run)
+    return is_current(evidence.read_row(layout.root, run.name, seed), seeded.run_key(run))
+
+
+def is_current(found: dict | None, key: str) -> bool:
+    """Whether a row's exported evidence (``evidence.read_row``) is of its version ``key``."""
+    return found is not None and found["settings"].get("run_key") == key
 
 
 def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[str]:
@@ -252,7 +256,7 @@ def export_missing(study: Study, layout: Layout, data_dir: Path | None) -> list[
                 continue  # a row run once: under the first seed
             key = seeded.run_key(run)
             found = evidence.read_row(layout.root, run.name, row_seed)
-            if found is not None and found["settings"].get("run_key") == key:
+            if is_current(found, key):
                 continue
             run_dir = layout.run_dir(seeded, run)
             if (run_dir / RESULTS_DB).exists():

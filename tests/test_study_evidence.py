@@ -194,15 +194,27 @@ def test_every_committed_study_folder_is_one_the_report_can_be_rebuilt_from():
         assert (folder / "registration.json").exists()
 
 
-def missing_rows_of(folder: Path, copy: Path, data_dir: Path) -> list[str]:
-    """``--report-only`` on a copy of an unfinished folder: it must refuse, write no report, and
-    name the rows not run yet (``NAME`` or ``NAME seed S``), which are returned."""
+def working_copy(folder: Path, tmp_path: Path) -> Path:
+    """A copy of a committed study folder as a clone has it: no runs or checkpoints."""
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    return copy
+
+
+def report_only(folder: Path, copy: Path, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``corebench study COPY/study.toml --out COPY --report-only`` at the folder's scale."""
     scale = json.loads((folder / "registration.json").read_text())["scale"]
-    done = subprocess.run(
+    return subprocess.run(
         [*CLI, "study", str(copy / STUDY_FILE), "--scale", scale, "--out", str(copy),
          "--report-only", "--data-dir", str(data_dir)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
+
+
+def missing_rows_of(folder: Path, copy: Path, data_dir: Path) -> list[str]:
+    """``--report-only`` on a copy of an unfinished folder: it must refuse, write no report, and
+    name the rows not run yet (``NAME`` or ``NAME seed S``), which are returned."""
+    done = report_only(folder, copy, data_dir)
     assert done.returncode != 0, done.stderr[-2000:]
     assert not (copy / "report.md").exists()
     named = re.search(r"not run yet: (.*) \(run without --report-only\)", done.stderr)
@@ -219,8 +231,7 @@ def test_an_unfinished_committed_study_folder_reports_nothing_and_names_its_miss
 ):
     """A study committed part-way (to run on in a later session) holds no report, and none can
     be built from it: no comparison is shown before the study is done."""
-    copy = tmp_path / folder.name
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    copy = working_copy(folder, tmp_path)
     for exported in folder.rglob("*"):  # no machine's folders in its evidence either
         if exported.is_file():
             assert str(ROOT) not in exported.read_text(), exported
@@ -233,8 +244,7 @@ def test_an_unfinished_committed_study_folder_reports_nothing_and_names_its_miss
 def test_a_folder_missing_one_row_names_exactly_that_row(tmp_path, data_dir):
     """The check above, on a finished folder with one row's evidence and its report removed."""
     folder = ROOT / "docs" / "studies" / "grpo-lora-learned-replication"
-    copy = tmp_path / folder.name
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    copy = working_copy(folder, tmp_path)
     (copy / "report.md").unlink()
     (copy / "grpo" / "seed-13.results.jsonl").unlink()
     assert missing_rows_of(folder, copy, data_dir) == ["grpo seed 13"]
@@ -244,15 +254,9 @@ def test_a_folder_missing_one_row_names_exactly_that_row(tmp_path, data_dir):
 def test_committed_study_folders_rewrite_their_reports_byte_for_byte(folder, tmp_path, data_dir):
     """`corebench study FOLDER/study.toml --out COPY --report-only` on a copy without runs or
     checkpoints: the same report.md, byte for byte, and no machine path in it."""
-    copy = tmp_path / folder.name
-    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*WORKING))
+    copy = working_copy(folder, tmp_path)
     (copy / "report.md").unlink()
-    scale = json.loads((folder / "registration.json").read_text())["scale"]
-    done = subprocess.run(
-        [*CLI, "study", str(copy / STUDY_FILE), "--scale", scale, "--out", str(copy),
-         "--report-only", "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    done = report_only(folder, copy, data_dir)
     assert done.returncode == 0, done.stderr[-2000:]
     rewritten = (copy / "report.md").read_bytes()
     assert rewritten == (folder / "report.md").read_bytes()
